@@ -1,0 +1,216 @@
+"""The ``sotakg`` command line: parse options, call one library function, format its result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import SotakgError, UsageProblem
+from .records import describe_counts
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _translated(invoke: Callable[[click.Context], Any], ctx: click.Context) -> Any:
+    try:
+        return invoke(ctx)
+    except UsageProblem as error:
+        raise click.UsageError(str(error), ctx) from None
+    except SotakgError as error:
+        raise click.ClickException(str(error)) from None
+
+
+class SotakgCommand(click.Command):
+    """A command that turns the library's exceptions into click's: exit 2 for usage, 1 otherwise."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return _translated(super().invoke, ctx)
+
+
+class SotakgGroup(click.Group):
+    """A group whose commands and subgroups translate the library's exceptions."""
+
+    command_class = SotakgCommand
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return _translated(super().invoke, ctx)
+
+
+SotakgGroup.group_class = SotakgGroup
+
+
+@click.group(cls=SotakgGroup, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "--version", prog_name="sotakg")
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data"),
+    show_default=True,
+    envvar="SOTAKG_DATA",
+    help="Folder of YAML records.",
+)
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(path_type=Path),
+    default=Path(".sotakg/store"),
+    show_default=True,
+    envvar="SOTAKG_STORE",
+    help="Embedded Oxigraph store (rebuilt when the data is newer).",
+)
+@click.pass_context
+def cli(ctx: click.Context, data_dir: Path, store_path: Path) -> None:
+    """sotakg: the ML engineering practices anthology as a knowledge graph.
+
+    Records live as YAML under --data; `sotakg build` compiles them into an
+    embedded Oxigraph store that the other commands read.
+
+    Example:
+
+        sotakg build && sotakg export index --topic distributed-optimization
+    """
+    ctx.obj = {"data": data_dir, "store": store_path}
+
+
+def output_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """-o/--output FILE, written atomically; standard output when absent."""
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Write to FILE instead of standard output.",
+    )(func)
+
+
+def force_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--force", is_flag=True, help=help_text)
+
+
+def open_graph(ctx: click.Context):
+    """The store of the current context, rebuilt first when the data changed."""
+    from .store import open_store
+
+    return open_store(ctx.obj["data"], ctx.obj["store"])
+
+
+# ------------------------------------------------------------------------------------------ build
+
+
+@cli.command(name="build")
+@force_option("Rebuild even when the store is up to date.")
+@click.pass_context
+def build_command(ctx: click.Context, force: bool) -> None:
+    """Compile the data and the ontology into the embedded store.
+
+    The new graph is built beside the old one and swapped in atomically; a failed
+    or interrupted build leaves the previous store as it was.
+
+    Example:
+
+        sotakg build --force
+    """
+    from .build import build
+
+    report = build(ctx.obj["data"], ctx.obj["store"], force=force)
+    if not report.rebuilt:
+        click.echo(f"{report.store} is up to date ({report.triples} triples); nothing to do (--force rebuilds).")
+        return
+    click.echo(f"Built {report.store}: {describe_counts(report.counts)}; {report.triples} triples in {report.seconds:.2f} s.")
+
+
+# ------------------------------------------------------------------------------------------ import
+
+
+@cli.group(name="import")
+def import_group() -> None:
+    """Bring records into the data folder from published pages.
+
+    Example:
+
+        sotakg import markdown distributed-optimization.md
+    """
+
+
+@import_group.command(name="markdown")
+@click.argument("page", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@force_option("Overwrite records whose content differs (the page wins; other fields are kept).")
+@click.pass_context
+def import_markdown_command(ctx: click.Context, page: Path, force: bool) -> None:
+    """Import a topic index page (the anthology's published format) into --data.
+
+    Malformed rows are imported with a warning saying what was assumed. A record
+    that exists with different content stops the import (nothing is written)
+    unless --force.
+
+    Example:
+
+        sotakg --data data import markdown pages/distributed-optimization.md
+    """
+    from .importer import import_markdown
+
+    report = import_markdown(page, ctx.obj["data"], force=force)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(f"Wrote {describe_counts(report.written)}; {report.unchanged} unchanged.")
+
+
+# ------------------------------------------------------------------------------------------ export
+
+
+@cli.group(name="export")
+def export_group() -> None:
+    """Write the graph, or views of it, as files.
+
+    Example:
+
+        sotakg export rdf -o anthology.ttl
+    """
+
+
+@export_group.command(name="rdf")
+@click.option(
+    "-f",
+    "--format",
+    "format_name",
+    default=None,
+    help="turtle, ntriples, nquads, trig, jsonld or rdfxml (default: from -o's extension).",
+)
+@output_option
+@click.pass_context
+def export_rdf_command(ctx: click.Context, format_name: str | None, output: Path | None) -> None:
+    """Write the whole graph (ontology and records) as RDF.
+
+    Writing to standard output needs --format.
+
+    Example:
+
+        sotakg export rdf --format turtle > anthology.ttl
+    """
+    from .export import export_rdf
+    from .formats import resolve_rdf_format, write_output
+
+    canonical = resolve_rdf_format(format_name, output)
+    write_output(export_rdf(open_graph(ctx), canonical), output)
+
+
+@export_group.command(name="index")
+@click.option("--topic", "slug", required=True, help="The topic's slug, e.g. distributed-optimization.")
+@output_option
+@click.pass_context
+def export_index_command(ctx: click.Context, slug: str, output: Path | None) -> None:
+    """Write a topic's index page in the anthology's published Markdown format.
+
+    Example:
+
+        sotakg export index --topic distributed-optimization -o distributed-optimization.md
+    """
+    from .export import export_index
+    from .formats import write_output
+
+    write_output(export_index(open_graph(ctx), slug), output)

@@ -1,0 +1,102 @@
+"""``sotakg export``: the graph as RDF, and topic index pages generated from the graph."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import vocab as v
+from .errors import UsageProblem
+from .formats import pyoxigraph_format
+from .indexpage import PracticeRow, render_page
+
+if TYPE_CHECKING:
+    from pyoxigraph import Store
+
+
+class UnknownTopic(UsageProblem):
+    """No topic has the slug asked for."""
+
+
+def export_rdf(store: Store, canonical_format: str) -> bytes:
+    """The whole graph in ``canonical_format`` (see formats.RDF_FORMATS), in a stable order."""
+    from pyoxigraph import DefaultGraph, Quad, serialize
+
+    quads = sorted(store.quads_for_pattern(None, None, None, DefaultGraph()), key=str)
+    fmt = pyoxigraph_format(canonical_format)
+    if fmt.supports_datasets:
+        return serialize(quads, format=fmt, prefixes=v.PREFIXES)
+    triples = [Quad(q.subject, q.predicate, q.object).triple for q in quads]
+    return serialize(triples, format=fmt, prefixes=v.PREFIXES)
+
+
+_TOPIC_QUERY = """
+SELECT ?slug ?topic ?label ?scope ?schemeTitle ?schemeDescription ?registrySize WHERE {
+  ?topic a sota:Topic ; sota:slug ?slug .
+  OPTIONAL { ?topic skos:prefLabel ?label }
+  OPTIONAL { ?topic skos:scopeNote ?scope }
+  OPTIONAL { id:topics dcterms:title ?schemeTitle }
+  OPTIONAL { id:topics dcterms:description ?schemeDescription }
+  OPTIONAL { id:topics sota:declaredSize ?registrySize }
+}
+"""
+
+_ROWS_QUERY = """
+SELECT ?topic ?id ?version ?title ?summary ?status ?reason WHERE {
+  ?practice a sota:Practice ; dcterms:identifier ?id ; sota:filedUnder ?topic .
+  OPTIONAL { ?practice sota:currentVersion/sota:versionNumber ?version }
+  OPTIONAL { ?practice dcterms:title ?title }
+  OPTIONAL { ?practice sota:summary ?summary }
+  OPTIONAL { ?practice sota:status ?status }
+  OPTIONAL { ?practice sota:rejectionReason ?reason }
+}
+"""
+
+_COUNT_QUERY = "SELECT (COUNT(?p) AS ?n) WHERE { ?p a sota:Practice }"
+
+_SLUGS_QUERY = "SELECT ?slug WHERE { ?t a sota:Topic ; sota:slug ?slug } ORDER BY ?slug"
+
+
+def _value(solution, name: str) -> str | None:
+    term = solution[name]
+    return None if term is None else term.value
+
+
+def topic_slugs(store: Store) -> list[str]:
+    """The slugs of every topic in the graph, sorted."""
+    return [s["slug"].value for s in store.query(_SLUGS_QUERY, prefixes=v.PREFIXES)]
+
+
+def export_index(store: Store, slug: str) -> str:
+    """The published index page of the topic ``slug``, generated from the graph."""
+    from pyoxigraph import Literal, Variable
+
+    bound = {Variable("slug"): Literal(slug)}
+    topics = list(store.query(_TOPIC_QUERY, prefixes=v.PREFIXES, substitutions=bound))
+    if not topics:
+        known = ", ".join(topic_slugs(store)) or "none"
+        raise UnknownTopic(f"no topic with slug {slug!r}; known topics: {known}")
+    topic = topics[0]
+    rows = []
+    for solution in store.query(_ROWS_QUERY, prefixes=v.PREFIXES, substitutions={Variable("topic"): topic["topic"]}):
+        status = _value(solution, "status") or ""
+        rows.append(
+            PracticeRow(
+                id=_value(solution, "id") or "",
+                version=int(_value(solution, "version") or 1),
+                title=_value(solution, "title") or "",
+                summary=_value(solution, "summary") or "",
+                status=status.removeprefix(v.SOTA),
+                reason=_value(solution, "reason") or "",
+            )
+        )
+    size = _value(topic, "registrySize")
+    if size is None:
+        size = next(iter(store.query(_COUNT_QUERY, prefixes=v.PREFIXES)))["n"].value
+    return render_page(
+        scheme_title=_value(topic, "schemeTitle") or "Topics",
+        scheme_description=_value(topic, "schemeDescription") or "",
+        topic_label=_value(topic, "label") or slug,
+        topic_scope=_value(topic, "scope"),
+        registry_size=int(size),
+        rows=rows,
+    )

@@ -1,0 +1,328 @@
+"""The anthology's published topic index page: parse one into records, and render one from rows.
+
+The format, line by line::
+
+    Topics — <the topic scheme's description>
+    <Topic label> — <scope note>
+    <n> of <registry size> SOTA documents. Back to the full index.
+    | # | Title | Summary | Status |
+    |---|---|---|---|
+    | SOTA-017 v2 | <title> | <summary> | Active |
+    | SOTA-049 | <title> | <summary> | Rejected — <reason> |
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ImportProblem
+
+DASH = " — "
+HEADER = "| # | Title | Summary | Status |"
+RULE = "|---|---|---|---|"
+STATUSES = ("Active", "Proposed", "Rejected")
+COUNT_RE = re.compile(r"^(?P<count>\d+) of (?P<total>\d+) SOTA documents\. Back to the full index\.$")
+RECORD_ID_RE = re.compile(r"\b(?:SOTA|LIT|ADR)-\d+\b")
+LIT_RE = re.compile(r"\bLIT-\d+\b")
+ADR_RE = re.compile(r"\bADR-\d+\b")
+PRACTICE_CELL_RE = re.compile(r"^(?P<id>SOTA-\d+)(?: v(?P<version>\d+))?$")
+CITATION_RE = re.compile(
+    r"^(?P<authors>[^()|]+?) \((?P<years>\d{4}(?:, \d{4})*)\), "
+    r"(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)(?P<rest>.*)$",
+    re.S,
+)
+ARXIV_RE = re.compile(r"^ — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v\d+)?\.$")
+URL_RE = re.compile(r"^ — (?P<url>https?://\S+?)\.?$")
+SUPERSEDES_RE = re.compile(
+    r"\b(?P<new>ADR-\d+) \((?:superseding|supersedes|which supersedes|replacing) (?P<old>ADR-\d+)\)"
+    r"|\b(?P<new2>ADR-\d+) (?:supersedes|superseded|replaces|replaced) (?P<old2>ADR-\d+)\b"
+)
+
+
+@dataclass
+class PageRow:
+    """One practice row of an index page, as written and as understood."""
+
+    line: int
+    id: str
+    version: int
+    title: str
+    summary: str | None
+    status: str | None
+    reason: str | None
+
+
+@dataclass
+class ParsedPage:
+    """Everything an index page says, as records ready to be written."""
+
+    scheme_title: str
+    scheme_description: str
+    topic_label: str
+    topic_scope: str | None
+    topic_slug: str
+    topic_count: int | None
+    registry_size: int | None
+    rows: list[PageRow]
+    records: list[tuple[str, dict[str, Any]]]  # (kind, fields)
+    warnings: list[str] = field(default_factory=list)
+
+
+def slugify(label: str) -> str:
+    """The slug of a topic label: ``Distributed optimization`` -> ``distributed-optimization``."""
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+
+
+def split_cells(line: str) -> list[str]:
+    """The cells of a Markdown table row; ``\\|`` is a pipe inside a cell."""
+    body = line.strip()
+    if body.startswith("|"):
+        body = body[1:]
+    if body.endswith("|") and not body.endswith("\\|"):
+        body = body[:-1]
+    cells = re.split(r"(?<!\\)\|", body)
+    return [cell.strip().replace("\\|", "|") for cell in cells]
+
+
+def escape_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _ids_in_order(text: str, pattern: re.Pattern[str] = RECORD_ID_RE) -> list[str]:
+    seen: list[str] = []
+    for match in pattern.findall(text):
+        if match not in seen:
+            seen.append(match)
+    return seen
+
+
+def parse_page(text: str, source: str = "<page>") -> ParsedPage:
+    """Parse an index page. Raises ImportProblem, naming the line, for what cannot be understood."""
+    lines = text.lstrip("\ufeff").splitlines()
+
+    def fail(line: int, message: str) -> ImportProblem:
+        return ImportProblem(f"{source}:{line}: {message}")
+
+    if len(lines) < 5:
+        raise fail(len(lines) or 1, "too short for an index page (three header lines, then the table)")
+    scheme_title, _, scheme_description = lines[0].partition(DASH)
+    if not scheme_description:
+        raise fail(1, f"expected 'Topics — <description of the topic scheme>', got {lines[0][:60]!r}")
+    topic_label, _, topic_scope = lines[1].partition(DASH)
+    if not topic_label.strip():
+        raise fail(2, "expected '<Topic label> — <scope note>'")
+    count_match = COUNT_RE.match(lines[2].strip())
+    if not count_match:
+        raise fail(3, f"expected '<n> of <total> SOTA documents. Back to the full index.', got {lines[2][:60]!r}")
+    if lines[3].strip() != HEADER:
+        raise fail(4, f"expected the table header {HEADER!r}")
+    if lines[4].replace(" ", "") != RULE:
+        raise fail(5, f"expected the table rule {RULE!r}")
+
+    page = ParsedPage(
+        scheme_title=scheme_title.strip(),
+        scheme_description=scheme_description,
+        topic_label=topic_label.strip(),
+        topic_scope=topic_scope or None,
+        topic_slug=slugify(topic_label),
+        topic_count=int(count_match["count"]),
+        registry_size=int(count_match["total"]),
+        rows=[],
+        records=[],
+    )
+    if not page.topic_slug:
+        raise fail(2, f"the topic label {topic_label!r} gives no slug; use letters or digits")
+    seen_rows: dict[str, int] = {}
+    for number, line in enumerate(lines[5:], start=6):
+        if not line.strip():
+            continue
+        cells = split_cells(line)
+        if len(cells) != 4:
+            raise fail(number, f"a row needs 4 cells (# | Title | Summary | Status), this one has {len(cells)}")
+        row = _parse_row(number, cells, page.warnings, source)
+        if row.id in seen_rows:
+            raise fail(number, f"{row.id} is listed twice (first on line {seen_rows[row.id]})")
+        seen_rows[row.id] = number
+        page.rows.append(row)
+    if page.topic_count is not None and page.topic_count != len(page.rows):
+        page.warnings.append(
+            f"{source}:3: the page says {page.topic_count} practices but its table has {len(page.rows)}"
+        )
+    page.records = _records(page, source)
+    return page
+
+
+def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) -> PageRow:
+    id_cell, title, summary, status_cell = cells
+    match = PRACTICE_CELL_RE.match(id_cell)
+    if not match:
+        raise ImportProblem(f"{source}:{number}: expected a practice id such as 'SOTA-017' or 'SOTA-017 v2', got {id_cell!r}")
+    practice_id = match["id"]
+    version = int(match["version"] or 1)
+    where = f"{source}:{number}: row {practice_id}"
+    if not status_cell and _looks_like_status(summary):
+        warnings.append(
+            f"{where}: the status column is empty and the summary column holds {summary!r}; "
+            f"assumed that is the status and the practice has no summary"
+        )
+        status_cell, summary = summary, ""
+    elif not status_cell:
+        warnings.append(f"{where}: the status column is empty; imported without a status")
+    status, _, reason = status_cell.partition(DASH)
+    status = status.strip()
+    if status and status not in STATUSES:
+        warnings.append(f"{where}: unknown status {status!r} (expected one of {', '.join(STATUSES)}); kept as written")
+    if status == "Rejected" and not reason.strip():
+        warnings.append(f"{where}: rejected without a reason")
+    if not title:
+        warnings.append(f"{where}: the title column is empty; imported without a title")
+    return PageRow(number, practice_id, version, title, summary or None, status or None, reason or None)
+
+
+def _looks_like_status(text: str) -> bool:
+    return text.partition(DASH)[0].strip() in STATUSES
+
+
+def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
+    papers: dict[str, dict[str, Any]] = {}
+    adrs: dict[str, dict[str, Any]] = {}
+    practices: list[dict[str, Any]] = []
+
+    def note_paper(lit: str, facts: dict[str, Any], row: PageRow) -> None:
+        paper = papers.setdefault(lit, {"id": lit})
+        for key, value in facts.items():
+            if key in paper and paper[key] != value:
+                page.warnings.append(
+                    f"{source}:{row.line}: row {row.id} gives {lit} {key} {value!r}, "
+                    f"an earlier row gave {paper[key]!r}; kept the earlier"
+                )
+            else:
+                paper.setdefault(key, value)
+
+    for row in page.rows:
+        practice: dict[str, Any] = {"id": row.id, "version": row.version}
+        if row.title:
+            practice["title"] = row.title
+        if row.summary:
+            practice["summary"] = row.summary
+        if row.status:
+            practice["status"] = row.status
+        if row.reason:
+            practice["reason"] = row.reason
+            named = [i for i in _ids_in_order(row.reason) if i != row.id]
+            if named:
+                practice["reason_names"] = sorted(named)
+        cites = _ids_in_order(row.summary or "", LIT_RE)
+        if cites:
+            practice["cites"] = sorted(cites)
+        practice["topic"] = page.topic_slug
+        practices.append(practice)
+        for lit in cites:
+            papers.setdefault(lit, {"id": lit})
+        citation = CITATION_RE.match(row.summary or "")
+        if citation:
+            lits = _ids_in_order(citation["lits"], LIT_RE)
+            years = [int(y) for y in citation["years"].split(", ")]
+            rest = citation["rest"]
+            facts_each: dict[str, Any] = {"authors": citation["authors"].strip()}
+            for index, lit in enumerate(lits):
+                facts = dict(facts_each)
+                if len(years) == len(lits):
+                    facts["year"] = years[index]
+                elif index == 0:
+                    page.warnings.append(
+                        f"{source}:{row.line}: row {row.id} gives {len(years)} years for {len(lits)} papers; "
+                        f"the years were not assigned"
+                    )
+                if len(lits) == 1:
+                    arxiv = ARXIV_RE.match(rest)
+                    url = URL_RE.match(rest)
+                    if arxiv:
+                        facts["arxiv"] = arxiv["arxiv"]
+                    elif url:
+                        facts["url"] = url["url"]
+                note_paper(lit, facts, row)
+        for text in (row.reason or "", row.summary or ""):
+            for adr in _ids_in_order(text, ADR_RE):
+                adrs.setdefault(adr, {"id": adr})
+
+    scheme = page.scheme_description
+    governed = _ids_in_order(scheme, ADR_RE)
+    for sentence in re.split(r"(?<=[.!?]) (?=[A-Z])", scheme):
+        for adr in _ids_in_order(sentence, ADR_RE):
+            adrs.setdefault(adr, {"id": adr}).setdefault("summary", sentence)
+    everything = "\n".join([scheme] + [r.reason or "" for r in page.rows] + [r.summary or "" for r in page.rows])
+    for match in SUPERSEDES_RE.finditer(everything):
+        new = match["new"] or match["new2"]
+        old = match["old"] or match["old2"]
+        newer = adrs.setdefault(new, {"id": new})
+        newer["supersedes"] = sorted(set(newer.get("supersedes", [])) | {old})
+        older = adrs.setdefault(old, {"id": old})
+        older["superseded_by"] = new
+        older["status"] = "Superseded"
+
+    registry: dict[str, Any] = {"title": page.scheme_title, "description": page.scheme_description}
+    if page.registry_size is not None:
+        registry["declared_size"] = page.registry_size
+    if governed:
+        registry["governed_by"] = sorted(governed)
+    topic: dict[str, Any] = {"id": page.topic_slug, "label": page.topic_label}
+    if page.topic_scope:
+        topic["scope"] = page.topic_scope
+    if page.topic_count is not None:
+        topic["declared_size"] = page.topic_count
+
+    records: list[tuple[str, dict[str, Any]]] = [("registry", registry), ("topic", topic)]
+    records += [("practice", p) for p in practices]
+    records += [("paper", papers[k]) for k in sorted(papers)]
+    records += [("adr", adrs[k]) for k in sorted(adrs)]
+    return records
+
+
+# ------------------------------------------------------------------------------------------ render
+
+
+@dataclass
+class PracticeRow:
+    """What one row of an index page shows."""
+
+    id: str
+    version: int
+    title: str
+    summary: str
+    status: str
+    reason: str
+
+
+def render_page(
+    scheme_title: str,
+    scheme_description: str,
+    topic_label: str,
+    topic_scope: str | None,
+    registry_size: int,
+    rows: Iterable[PracticeRow],
+) -> str:
+    """The index page of one topic, in the published format (no newline after the last row)."""
+    rows = sorted(rows, key=lambda r: _id_key(r.id))
+    head = f"{topic_label}{DASH}{topic_scope}" if topic_scope else topic_label
+    lines = [
+        f"{scheme_title}{DASH}{scheme_description}",
+        head,
+        f"{len(rows)} of {registry_size} SOTA documents. Back to the full index.",
+        HEADER,
+        RULE,
+    ]
+    for row in rows:
+        label = row.id if row.version <= 1 else f"{row.id} v{row.version}"
+        status = f"{row.status}{DASH}{row.reason}" if row.reason else row.status
+        cells = [label, row.title, row.summary, status]
+        lines.append("| " + " | ".join(escape_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def _id_key(record_id: str) -> tuple[str, int, str]:
+    prefix, _, number = record_id.partition("-")
+    return (prefix, int(number) if number.isdigit() else -1, record_id)

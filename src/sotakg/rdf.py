@@ -1,0 +1,252 @@
+"""The mapping between records and RDF, both ways, with pyoxigraph terms only (no rdflib)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pyoxigraph import Literal, NamedNode, Quad, Triple
+
+from . import vocab as v
+from .records import KINDS, REGISTRY_ID, Anthology, Record
+
+_IRI_CACHE: dict[str, NamedNode] = {}
+
+
+def iri(value: str) -> NamedNode:
+    """A (cached) NamedNode: the same few predicates are made thousands of times."""
+    node = _IRI_CACHE.get(value)
+    if node is None:
+        node = _IRI_CACHE[value] = NamedNode(value)
+    return node
+
+
+def _text(value: str) -> Literal:
+    return Literal(value)
+
+
+def _integer(value: int) -> Literal:
+    return Literal(str(value), datatype=iri(v.XSD_INTEGER))
+
+
+def _year(value: int) -> Literal:
+    return Literal(f"{value:04d}" if value >= 0 else str(value), datatype=iri(v.XSD_GYEAR))
+
+
+def record_node(record: Record) -> NamedNode:
+    """The IRI of a record's subject."""
+    if record.kind == "topic":
+        return iri(v.topic_iri(record.id))
+    if record.kind == "registry":
+        return iri(v.TOPIC_SCHEME_IRI)
+    return iri(v.record_iri(record.id))
+
+
+def record_triples(record: Record) -> Iterator[Triple]:
+    """The triples that state one record."""
+    f = record.fields
+    s = record_node(record)
+    t = iri(v.TYPE)
+
+    def lit(prop: str, name: str) -> Iterator[Triple]:
+        if name in f:
+            yield Triple(s, iri(prop), _text(f[name]))
+
+    def refs(prop: str, name: str) -> Iterator[Triple]:
+        for target in f.get(name, []):
+            yield Triple(s, iri(prop), iri(v.record_iri(target)))
+
+    if record.kind == "practice":
+        yield Triple(s, t, iri(v.PRACTICE))
+        yield Triple(s, iri(v.IDENTIFIER), _text(record.id))
+        yield from lit(v.TITLE, "title")
+        yield from lit(v.SUMMARY, "summary")
+        if "status" in f:
+            yield Triple(s, iri(v.HAS_STATUS), iri(v.status_iri(f["status"])))
+        yield from lit(v.REJECTION_REASON, "reason")
+        yield from refs(v.REASON_NAMES, "reason_names")
+        yield from refs(v.CITES, "cites")
+        if "topic" in f:
+            yield Triple(s, iri(v.FILED_UNDER), iri(v.topic_iri(f["topic"])))
+        if "version" in f:
+            number = f["version"]
+            current = iri(v.version_iri(record.id, number))
+            yield Triple(s, iri(v.CURRENT_VERSION), current)
+            for n in range(1, max(number, 0) + 1):
+                node = iri(v.version_iri(record.id, n))
+                yield Triple(node, t, iri(v.PRACTICE_VERSION))
+                yield Triple(node, iri(v.VERSION_NUMBER), _integer(n))
+                yield Triple(node, iri(v.IS_VERSION_OF), s)
+                if n > 1:
+                    yield Triple(node, iri(v.WAS_REVISION_OF), iri(v.version_iri(record.id, n - 1)))
+    elif record.kind == "paper":
+        yield Triple(s, t, iri(v.PAPER))
+        yield Triple(s, iri(v.IDENTIFIER), _text(record.id))
+        yield from lit(v.TITLE, "title")
+        yield from lit(v.AUTHORS, "authors")
+        if "year" in f:
+            yield Triple(s, iri(v.YEAR), _year(f["year"]))
+        yield from lit(v.ARXIV_ID, "arxiv")
+        if "url" in f:
+            yield Triple(s, iri(v.URL), Literal(f["url"], datatype=iri(v.XSD_ANYURI)))
+        if "topic" in f:
+            yield Triple(s, iri(v.FILED_UNDER), iri(v.topic_iri(f["topic"])))
+    elif record.kind == "adr":
+        yield Triple(s, t, iri(v.ADR))
+        yield Triple(s, iri(v.IDENTIFIER), _text(record.id))
+        yield from lit(v.TITLE, "title")
+        if "status" in f:
+            yield Triple(s, iri(v.HAS_STATUS), iri(v.status_iri(f["status"])))
+        yield from lit(v.SUMMARY, "summary")
+        yield from refs(v.REPLACES, "supersedes")
+        if "superseded_by" in f:
+            yield Triple(s, iri(v.IS_REPLACED_BY), iri(v.record_iri(f["superseded_by"])))
+    elif record.kind == "topic":
+        yield Triple(s, t, iri(v.TOPIC_CLASS))
+        yield Triple(s, t, iri(v.SKOS + "Concept"))
+        yield Triple(s, iri(v.IDENTIFIER), _text(record.id))
+        yield Triple(s, iri(v.SLUG), _text(record.id))
+        yield Triple(s, iri(v.IN_SCHEME), iri(v.TOPIC_SCHEME_IRI))
+        yield from lit(v.PREF_LABEL, "label")
+        yield from lit(v.SCOPE_NOTE, "scope")
+        if "declared_size" in f:
+            yield Triple(s, iri(v.DECLARED_SIZE), _integer(f["declared_size"]))
+    elif record.kind == "registry":
+        yield Triple(s, t, iri(v.TOPIC_SCHEME))
+        yield Triple(s, t, iri(v.SKOS + "ConceptScheme"))
+        yield from lit(v.TITLE, "title")
+        yield from lit(v.DESCRIPTION, "description")
+        if "declared_size" in f:
+            yield Triple(s, iri(v.DECLARED_SIZE), _integer(f["declared_size"]))
+        yield from refs(v.GOVERNED_BY, "governed_by")
+
+
+def anthology_triples(anthology: Anthology) -> Iterator[Triple]:
+    """Every triple of every record, records in file order."""
+    for record in anthology.records:
+        yield from record_triples(record)
+
+
+def as_quads(triples: Iterable[Triple]) -> Iterator[Quad]:
+    """Triples as quads in the default graph."""
+    for triple in triples:
+        yield Quad(triple.subject, triple.predicate, triple.object)
+
+
+# ------------------------------------------------------------------------------------ RDF -> records
+
+
+def _local(node: Any, prefix: str) -> str | None:
+    value = getattr(node, "value", None)
+    if isinstance(node, NamedNode) and value is not None and value.startswith(prefix):
+        return value[len(prefix) :]
+    return None
+
+
+def records_from_triples(triples: Iterable[Triple]) -> list[Record]:
+    """Read records back from the triples record_triples made (the round trip's second half).
+
+    Only the statements sotakg itself writes are read; the ontology's own triples are ignored.
+    """
+    by_subject: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for triple in triples:
+        if isinstance(triple.subject, NamedNode):
+            by_subject[triple.subject.value][triple.predicate.value].append(triple.object)
+
+    kinds = {
+        v.PRACTICE: "practice",
+        v.PAPER: "paper",
+        v.ADR: "adr",
+        v.TOPIC_CLASS: "topic",
+        v.TOPIC_SCHEME: "registry",
+    }
+    records: list[Record] = []
+    for subject, props in by_subject.items():
+        types = {node.value for node in props.get(v.TYPE, []) if isinstance(node, NamedNode)}
+        kind = next((kinds[t] for t in kinds if t in types), None)
+        if kind is None or (kind == "registry" and subject != v.TOPIC_SCHEME_IRI):
+            continue
+        records.append(_record_from_props(kind, subject, props))
+    order = list(KINDS)
+    records.sort(key=lambda r: (order.index(r.kind), r.id))
+    return records
+
+
+def _record_from_props(kind: str, subject: str, props: dict[str, list[Any]]) -> Record:
+    fields: dict[str, Any] = {}
+
+    def one(prop: str) -> Any:
+        values = props.get(prop, [])
+        return values[0] if values else None
+
+    def text(name: str, prop: str) -> None:
+        value = one(prop)
+        if value is not None:
+            fields[name] = value.value
+
+    def ids(name: str, prop: str) -> None:
+        values = sorted(_local(node, v.ID) or "" for node in props.get(prop, []))
+        if values:
+            fields[name] = values
+
+    if kind == "registry":
+        record_id = REGISTRY_ID
+    elif kind == "topic":
+        record_id = subject[len(v.TOPIC) :]
+    else:
+        record_id = subject[len(v.ID) :]
+    if kind != "registry":
+        fields["id"] = record_id
+    if kind == "practice":
+        current = one(v.CURRENT_VERSION)
+        if current is not None:
+            fields["version"] = int(current.value.rsplit("-v", 1)[1])
+        text("title", v.TITLE)
+        text("summary", v.SUMMARY)
+        status = _local(one(v.HAS_STATUS), v.SOTA)
+        if status is not None:
+            fields["status"] = status
+        text("reason", v.REJECTION_REASON)
+        ids("reason_names", v.REASON_NAMES)
+        ids("cites", v.CITES)
+        topic = _local(one(v.FILED_UNDER), v.TOPIC)
+        if topic is not None:
+            fields["topic"] = topic
+    elif kind == "paper":
+        text("title", v.TITLE)
+        text("authors", v.AUTHORS)
+        year = one(v.YEAR)
+        if year is not None:
+            fields["year"] = int(year.value)
+        text("arxiv", v.ARXIV_ID)
+        text("url", v.URL)
+        topic = _local(one(v.FILED_UNDER), v.TOPIC)
+        if topic is not None:
+            fields["topic"] = topic
+    elif kind == "adr":
+        text("title", v.TITLE)
+        status = _local(one(v.HAS_STATUS), v.SOTA)
+        if status is not None:
+            fields["status"] = status
+        text("summary", v.SUMMARY)
+        ids("supersedes", v.REPLACES)
+        replaced_by = _local(one(v.IS_REPLACED_BY), v.ID)
+        if replaced_by is not None:
+            fields["superseded_by"] = replaced_by
+    elif kind == "topic":
+        text("label", v.PREF_LABEL)
+        text("scope", v.SCOPE_NOTE)
+        size = one(v.DECLARED_SIZE)
+        if size is not None:
+            fields["declared_size"] = int(size.value)
+    elif kind == "registry":
+        text("title", v.TITLE)
+        text("description", v.DESCRIPTION)
+        size = one(v.DECLARED_SIZE)
+        if size is not None:
+            fields["declared_size"] = int(size.value)
+        ids("governed_by", v.GOVERNED_BY)
+    spec = KINDS[kind]
+    ordered = {f.name: fields[f.name] for f in spec.fields if f.name in fields}
+    return Record(kind, record_id, ordered)

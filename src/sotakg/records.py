@@ -1,0 +1,559 @@
+"""Records as YAML files: a strict, safe reader, the record schema, and a deterministic writer.
+
+The reader walks PyYAML's event stream itself instead of using a loader, so that it can refuse what
+a hand-edited record must not contain (tags, anchors and aliases, duplicate keys, deep nesting),
+never recurses, and keeps the line of every field for error messages and validation reports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import DataError, DataFolderMissing, Problem
+
+#: Files larger than this are refused before they are parsed (``SOTAKG_MAX_FILE_BYTES`` overrides).
+DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
+MAX_DEPTH = 32
+
+IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """The type of one record field: ``str``, ``int`` or ``ids`` (a list of identifiers)."""
+
+    name: str
+    type: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One kind of record: the folder it lives in and its fields, in the order files are written."""
+
+    kind: str
+    folder: str
+    fields: tuple[FieldSpec, ...]
+
+    def field(self, name: str) -> FieldSpec | None:
+        for spec in self.fields:
+            if spec.name == name:
+                return spec
+        return None
+
+
+KINDS: dict[str, KindSpec] = {
+    spec.kind: spec
+    for spec in (
+        KindSpec(
+            "practice",
+            "practices",
+            (
+                FieldSpec("id", "id", required=True),
+                FieldSpec("version", "int"),
+                FieldSpec("title", "str"),
+                FieldSpec("summary", "str"),
+                FieldSpec("status", "str"),
+                FieldSpec("reason", "str"),
+                FieldSpec("reason_names", "ids"),
+                FieldSpec("cites", "ids"),
+                FieldSpec("topic", "id"),
+            ),
+        ),
+        KindSpec(
+            "paper",
+            "papers",
+            (
+                FieldSpec("id", "id", required=True),
+                FieldSpec("title", "str"),
+                FieldSpec("authors", "str"),
+                FieldSpec("year", "int"),
+                FieldSpec("arxiv", "str"),
+                FieldSpec("url", "str"),
+                FieldSpec("topic", "id"),
+            ),
+        ),
+        KindSpec(
+            "adr",
+            "adrs",
+            (
+                FieldSpec("id", "id", required=True),
+                FieldSpec("title", "str"),
+                FieldSpec("status", "str"),
+                FieldSpec("summary", "str"),
+                FieldSpec("supersedes", "ids"),
+                FieldSpec("superseded_by", "id"),
+            ),
+        ),
+        KindSpec(
+            "topic",
+            "topics",
+            (
+                FieldSpec("id", "id", required=True),
+                FieldSpec("label", "str"),
+                FieldSpec("scope", "str"),
+                FieldSpec("declared_size", "int"),
+            ),
+        ),
+        KindSpec(
+            "registry",
+            "",
+            (
+                FieldSpec("title", "str"),
+                FieldSpec("description", "str"),
+                FieldSpec("declared_size", "int"),
+                FieldSpec("governed_by", "ids"),
+            ),
+        ),
+    )
+}
+
+REGISTRY_FILE = "registry.yaml"
+REGISTRY_ID = "registry"
+FOLDER_KINDS = {spec.folder: spec.kind for spec in KINDS.values() if spec.folder}
+
+
+@dataclass
+class Record:
+    """One record: its kind, identifier, field values, and where each field stands in its file."""
+
+    kind: str
+    id: str
+    fields: dict[str, Any]
+    file: str = ""
+    line: int = 1
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.fields.get(name, default)
+
+    def line_of(self, name: str | None) -> int:
+        """The line of field ``name`` in the record's file, or the record's own line."""
+        if name is None:
+            return self.line
+        return self.lines.get(name, self.line)
+
+
+@dataclass
+class Anthology:
+    """All records of a data folder, by kind and identifier."""
+
+    records: list[Record]
+
+    def of_kind(self, kind: str) -> list[Record]:
+        return [r for r in self.records if r.kind == kind]
+
+    def by_id(self) -> dict[str, Record]:
+        return {r.id: r for r in self.records}
+
+    def counts(self) -> dict[str, int]:
+        counts = {kind: 0 for kind in KINDS}
+        for record in self.records:
+            counts[record.kind] += 1
+        return counts
+
+
+# ---------------------------------------------------------------------------------------- reading
+
+
+class SourceRefusal(Exception):
+    def __init__(self, line: int | None, message: str):
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def display_path(path: Path) -> str:
+    """A path as messages show it: relative to the working directory when it is below it."""
+    try:
+        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    except ValueError:
+        return str(path)
+
+
+def max_file_bytes() -> int:
+    value = os.environ.get("SOTAKG_MAX_FILE_BYTES")
+    return int(value) if value and value.isdigit() else DEFAULT_MAX_FILE_BYTES
+
+
+def decode(data: bytes) -> str:
+    """Decode UTF-8 (a BOM is accepted and dropped); raise SourceRefusal naming the line otherwise."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise SourceRefusal(
+            line, f"not UTF-8 (byte 0x{data[error.start]:02x}); save the file as UTF-8"
+        ) from None
+
+
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def _scalar_value(event: yaml.ScalarEvent) -> Any:
+    if event.implicit[0]:
+        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
+        if tag in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"):
+            return event.value
+        return _CONSTRUCTOR.construct_object(yaml.ScalarNode(tag, event.value))
+    return event.value
+
+
+@dataclass
+class _Scalar:
+    """A scalar value with the text it was written as (to suggest a fix for a wrong type)."""
+
+    value: Any
+    text: str
+    plain: bool
+
+
+def parse_yaml_mapping(text: str) -> tuple[dict[str, Any], dict[str, int], dict[str, str], int]:
+    """Parse one YAML document holding a mapping.
+
+    Returns the values, the line of each top-level key, the source text of each top-level scalar
+    value, and the line the mapping starts on. Raises SourceRefusal for anything a record may not hold.
+    """
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    stack: list[tuple[Any, Any]] = []  # (container, pending key or None)
+    key_lines: list[dict[str, int]] = []
+    top: Any = None
+    top_lines: dict[str, int] = {}
+    top_texts: dict[str, str] = {}
+    start_line = 1
+    documents = 0
+
+    def line_of(event: Any) -> int:
+        return event.start_mark.line + 1 if event.start_mark is not None else 0
+
+    def add(value: Any, event: Any) -> None:
+        nonlocal top
+        if not stack:
+            top = value
+            return
+        container, pending = stack[-1]
+        if isinstance(container, list):
+            container.append(value)
+            return
+        if pending is None:
+            if isinstance(value, (dict, list)):
+                raise SourceRefusal(line_of(event), "a mapping key must be a plain string")
+            key = value.value if isinstance(value, _Scalar) else value
+            if not isinstance(key, str):
+                key = str(key)
+            if key in container:
+                first = key_lines[-1][key]
+                raise SourceRefusal(
+                    line_of(event),
+                    f"duplicate key '{key}' (first on line {first}); keep one of them",
+                )
+            key_lines[-1][key] = line_of(event)
+            stack[-1] = (container, key)
+        else:
+            container[pending] = value
+            if len(stack) == 1 and isinstance(value, _Scalar):
+                top_texts[pending] = value.text
+            stack[-1] = (container, None)
+
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise SourceRefusal(line_of(event), "more than one YAML document; keep one record per file")
+                continue
+            if isinstance(event, (yaml.StreamStartEvent, yaml.StreamEndEvent, yaml.DocumentEndEvent)):
+                continue
+            if isinstance(event, yaml.AliasEvent):
+                raise SourceRefusal(
+                    line_of(event), f"alias *{event.anchor}: anchors and aliases are not allowed; write the value out"
+                )
+            if getattr(event, "anchor", None) is not None:
+                raise SourceRefusal(
+                    line_of(event), f"anchor &{event.anchor}: anchors and aliases are not allowed; write the value out"
+                )
+            if getattr(event, "tag", None) is not None:
+                raise SourceRefusal(
+                    line_of(event), f"YAML tag {event.tag!r} is not allowed; write a plain value"
+                )
+            if isinstance(event, yaml.ScalarEvent):
+                add(_Scalar(_scalar_value(event), event.value, event.implicit[0]), event)
+            elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                if len(stack) >= MAX_DEPTH:
+                    raise SourceRefusal(line_of(event), f"nested deeper than {MAX_DEPTH} levels")
+                container: Any = {} if isinstance(event, yaml.MappingStartEvent) else []
+                if not stack:
+                    start_line = line_of(event)
+                add(container, event)
+                stack.append((container, None))
+                key_lines.append({})
+                if len(stack) == 1:
+                    top_lines = key_lines[0]
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                stack.pop()
+                key_lines.pop()
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = error.problem or str(error)
+        raise SourceRefusal(line, f"YAML syntax error: {problem}") from None
+    except yaml.YAMLError as error:
+        raise SourceRefusal(None, f"YAML error: {error}") from None
+    except RecursionError:
+        raise SourceRefusal(None, f"nested deeper than {MAX_DEPTH} levels") from None
+
+    if top is None:
+        raise SourceRefusal(1, "empty file; a record is a mapping of fields (id: ..., title: ...)")
+    if not isinstance(top, dict):
+        raise SourceRefusal(start_line, "a record must be a mapping of fields (id: ..., title: ...)")
+    return _unwrap(top), top_lines, top_texts, start_line
+
+
+def _unwrap(value: Any) -> Any:
+    # Iterative, so deep structures cannot exhaust the Python stack.
+    if isinstance(value, _Scalar):
+        return value.value
+    result: Any = {} if isinstance(value, dict) else []
+    work = [(value, result)]
+    while work:
+        source, target = work.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, item in items:
+            if isinstance(item, _Scalar):
+                converted: Any = item.value
+            else:
+                converted = {} if isinstance(item, dict) else []
+                work.append((item, converted))
+            if isinstance(target, dict):
+                target[key] = converted
+            else:
+                target.append(converted)
+    return result
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"the text {value!r}"
+
+
+def _check_field(spec: FieldSpec, value: Any, text: str | None) -> str | None:
+    """Return why ``value`` does not fit ``spec``, or None."""
+    if spec.type in ("str", "id"):
+        if isinstance(value, str):
+            if spec.type == "id" and not IDENTIFIER_RE.match(value):
+                return f"'{spec.name}' must be an identifier (letters, digits, '.', '_', '-'), got {value!r}"
+            if spec.type == "str" and not value.strip():
+                return f"'{spec.name}' is empty; give a value or leave the field out"
+            return None
+        hint = ""
+        if text is not None and not isinstance(value, (dict, list)):
+            hint = f"; YAML reads {text} as {_describe(value)}: quote it, {spec.name}: \"{text}\""
+        return f"'{spec.name}' must be text, got {_describe(value)}{hint}"
+    if spec.type == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return None
+        return f"'{spec.name}' must be a whole number, got {_describe(value)}"
+    if spec.type == "ids":
+        if not isinstance(value, list):
+            return f"'{spec.name}' must be a list of identifiers ([LIT-016, ...]), got {_describe(value)}"
+        for item in value:
+            if not isinstance(item, str) or not IDENTIFIER_RE.match(item):
+                return f"'{spec.name}' must list identifiers such as LIT-016, got {_describe(item)}"
+        if len(set(value)) != len(value):
+            return f"'{spec.name}' lists the same identifier twice"
+        return None
+    raise AssertionError(spec.type)
+
+
+def read_record(path: Path, kind: str, shown: str | None = None) -> Record:
+    """Read and check one record file. Raises DataError naming the file, line and record."""
+    shown = shown or display_path(path)
+    fallback_id = path.stem if kind != "registry" else REGISTRY_ID
+    try:
+        size = path.stat().st_size
+        limit = max_file_bytes()
+        if size > limit:
+            raise SourceRefusal(
+                None, f"file is {size} bytes, over the {limit}-byte limit (raise it with SOTAKG_MAX_FILE_BYTES)"
+            )
+        text = decode(path.read_bytes())
+        values, lines, texts, start = parse_yaml_mapping(text)
+    except SourceRefusal as refusal:
+        raise DataError([Problem(shown, refusal.line, fallback_id, refusal.message)]) from None
+    except OSError as error:
+        raise DataError([Problem(shown, None, fallback_id, f"cannot read: {error.strerror}")]) from None
+    return check_record(kind, values, shown, lines, texts, start)
+
+
+def check_record(
+    kind: str,
+    values: dict[str, Any],
+    shown: str = "<record>",
+    lines: dict[str, int] | None = None,
+    texts: dict[str, str] | None = None,
+    start: int = 1,
+) -> Record:
+    """Check field names and types against the schema of ``kind`` and make a Record."""
+    spec = KINDS[kind]
+    lines = lines or {}
+    texts = texts or {}
+    record_id = values.get("id") if kind != "registry" else REGISTRY_ID
+    label = record_id if isinstance(record_id, str) else Path(shown).stem
+    problems: list[Problem] = []
+    for name, value in values.items():
+        field_spec = spec.field(name)
+        if field_spec is None:
+            known = ", ".join(f.name for f in spec.fields)
+            problems.append(
+                Problem(shown, lines.get(name, start), label, f"unknown field '{name}'; a {kind} has: {known}")
+            )
+            continue
+        why = _check_field(field_spec, value, texts.get(name))
+        if why:
+            problems.append(Problem(shown, lines.get(name, start), label, why))
+    for field_spec in spec.fields:
+        if field_spec.required and field_spec.name not in values:
+            problems.append(Problem(shown, start, label, f"missing '{field_spec.name}'"))
+    if problems:
+        raise DataError(problems)
+    ordered = {f.name: values[f.name] for f in spec.fields if f.name in values}
+    return Record(kind, str(label), ordered, shown, lines.get("id", start), dict(lines))
+
+
+def record_files(data_dir: Path) -> Iterator[tuple[Path, str | None]]:
+    """Every YAML file of a data folder with the kind its folder implies (None: not a known folder)."""
+    for root, dirs, files in os.walk(data_dir):
+        dirs.sort()
+        rel = Path(root).relative_to(data_dir)
+        for name in sorted(files):
+            if not name.endswith((".yaml", ".yml")) or name.startswith("."):
+                continue
+            path = Path(root) / name
+            if rel == Path("."):
+                yield path, "registry" if name == REGISTRY_FILE else None
+            elif len(rel.parts) == 1 and rel.parts[0] in FOLDER_KINDS:
+                yield path, FOLDER_KINDS[rel.parts[0]]
+            else:
+                yield path, None
+
+
+def load_anthology(data_dir: Path) -> Anthology:
+    """Read every record of ``data_dir``; raise DataError listing every problem found."""
+    if not data_dir.is_dir():
+        raise DataFolderMissing(
+            f"data folder {display_path(data_dir)} does not exist; pass --data DIR or create it "
+            f"with 'sotakg import markdown PAGE'"
+        )
+    problems: list[Problem] = []
+    records: list[Record] = []
+    for path, kind in record_files(data_dir):
+        shown = display_path(path)
+        if kind is None:
+            folders = ", ".join(sorted(FOLDER_KINDS))
+            problems.append(
+                Problem(shown, None, path.stem, f"not in a record folder; move it into one of: {folders}")
+            )
+            continue
+        try:
+            records.append(read_record(path, kind, shown))
+        except DataError as error:
+            problems.extend(error.problems)
+    problems.extend(_duplicate_problems(records))
+    if problems:
+        raise DataError(problems)
+    return Anthology(records)
+
+
+def _duplicate_problems(records: Iterable[Record]) -> list[Problem]:
+    # Practices, papers and ADRs share one identifier space (their IRIs); topics have their own.
+    seen: dict[tuple[bool, str], Record] = {}
+    problems = []
+    for record in records:
+        key = (record.kind == "topic", record.id)
+        first = seen.get(key)
+        if first is None:
+            seen[key] = record
+            continue
+        problems.append(
+            Problem(
+                record.file,
+                record.line,
+                record.id,
+                f"identifier {record.id} is also used by {first.file}:{first.line}; keep one of the two",
+            )
+        )
+    return problems
+
+
+# ---------------------------------------------------------------------------------------- writing
+
+
+def record_path(data_dir: Path, record: Record) -> Path:
+    """Where a record's file belongs in a data folder."""
+    if record.kind == "registry":
+        return data_dir / REGISTRY_FILE
+    return data_dir / KINDS[record.kind].folder / f"{record.id}.yaml"
+
+
+def dump_record(record: Record) -> str:
+    """The YAML text of a record: one field a line in schema order, lists of identifiers inline,
+    strings quoted only where YAML needs it."""
+    spec = KINDS[record.kind]
+    lines = []
+    for field_spec in spec.fields:
+        if field_spec.name not in record.fields:
+            continue
+        value = record.fields[field_spec.name]
+        if isinstance(value, list):
+            flow = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=2**31 - 1)
+            lines.append(f"{field_spec.name}: {flow.strip()}\n")
+        else:
+            lines.append(
+                yaml.safe_dump(
+                    {field_spec.name: value}, default_flow_style=False, allow_unicode=True, width=2**31 - 1
+                )
+            )
+    return "".join(lines)
+
+
+PLURALS = {"practice": "practices", "paper": "papers", "adr": "ADRs", "topic": "topics", "registry": "registry"}
+
+
+def describe_counts(counts: dict[str, int]) -> str:
+    """``{"practice": 42, ...}`` as ``42 practices, ...`` for messages."""
+    return ", ".join(f"{n} {PLURALS.get(kind, kind) if n != 1 else kind.replace('adr', 'ADR')}"
+                     for kind, n in counts.items())
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()

@@ -1,0 +1,204 @@
+"""The embedded Oxigraph store: its layout on disk, the build lock, freshness, and opening it.
+
+Layout. ``--store PATH`` (default ``.sotakg/store``) is a symbolic link to a generation directory
+``PATH.gen-<token>`` that holds the Oxigraph database (``oxigraph/``) and a manifest (``build.json``).
+A build writes a new generation beside the current one and swaps the link with one atomic rename,
+so readers always see a complete graph, the old one or the new one. ``PATH.lock`` serialises builds.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import __version__
+from .errors import StoreBusy, StoreError
+from .records import display_path, record_files
+from .resources import ontology_path
+
+if TYPE_CHECKING:
+    from pyoxigraph import Store
+
+DEFAULT_STORE = Path(".sotakg/store")
+MANIFEST = "build.json"
+DATABASE = "oxigraph"
+GENERATION_MARK = ".gen-"
+LINK_MARK = ".link-"
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """Where a store's link, generations and lock live."""
+
+    path: Path
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    def new_generation(self) -> Path:
+        return self.path.with_name(f"{self.path.name}{GENERATION_MARK}{time.time_ns():x}-{os.getpid()}")
+
+    def current_generation(self) -> Path | None:
+        """The generation the link points to, or None when there is no store yet."""
+        if not self.path.is_symlink():
+            if self.path.exists():
+                raise StoreError(
+                    f"{display_path(self.path)} exists but is not a sotakg store; "
+                    f"move it away or pass another --store"
+                )
+            return None
+        target = self.path.parent / os.readlink(self.path)
+        return target if target.is_dir() else None
+
+    def leftovers(self) -> list[Path]:
+        """Generations and half-made links that no link points to (from killed builds)."""
+        current = self.current_generation()
+        found = []
+        if not self.path.parent.is_dir():
+            return []
+        for entry in self.path.parent.iterdir():
+            name = entry.name
+            if not name.startswith(self.path.name):
+                continue
+            rest = name[len(self.path.name) :]
+            if rest.startswith((GENERATION_MARK, LINK_MARK)) and (
+                current is None or entry.resolve() != current.resolve()
+            ):
+                found.append(entry)
+        return found
+
+
+@contextmanager
+def build_lock(layout: StoreLayout, wait_seconds: float = 0.0) -> Iterator[None]:
+    """Hold the store's build lock; raise StoreBusy if another process holds it past ``wait_seconds``."""
+    layout.path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(layout.lock_path, "a+")
+    try:
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as error:
+                if error.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    handle.seek(0)
+                    holder = handle.read().strip() or "another process"
+                    raise StoreBusy(
+                        f"another sotakg build is running on {display_path(layout.path)} ({holder}); "
+                        f"wait for it to finish and run the command again"
+                    ) from None
+                time.sleep(0.05)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file, link or directory tree; missing is fine."""
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------- freshness
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def source_files(data_dir: Path) -> dict[str, tuple[int, int]]:
+    """Every file a build reads, relative to the data folder, with its size and modification time."""
+    files = {}
+    for path, _kind in record_files(data_dir):
+        stat = path.stat()
+        files[str(path.relative_to(data_dir))] = (stat.st_size, stat.st_mtime_ns)
+    return files
+
+
+def fingerprint(data_dir: Path, hashes: dict[str, str]) -> str:
+    """One hash of the data's content, the ontology and the sotakg version that compiles them."""
+    digest = hashlib.sha256()
+    digest.update(__version__.encode())
+    digest.update(_sha256(ontology_path()).encode())
+    for name in sorted(hashes):
+        digest.update(f"\0{name}\0{hashes[name]}".encode())
+    return digest.hexdigest()
+
+
+def content_hashes(data_dir: Path, files: dict[str, tuple[int, int]], known: dict[str, Any]) -> dict[str, str]:
+    """Content hashes of ``files``, reusing a known hash where size and time are unchanged."""
+    hashes = {}
+    for name, (size, mtime) in files.items():
+        cached = known.get(name)
+        if cached and cached[0] == size and cached[1] == mtime:
+            hashes[name] = cached[2]
+        else:
+            hashes[name] = _sha256(data_dir / name)
+    return hashes
+
+
+def read_manifest(generation: Path | None) -> dict[str, Any]:
+    if generation is None:
+        return {}
+    try:
+        return json.loads((generation / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def is_fresh(data_dir: Path, layout: StoreLayout) -> bool:
+    """Whether the store holds exactly what a build of ``data_dir`` would make now."""
+    manifest = read_manifest(layout.current_generation())
+    if not manifest:
+        return False
+    files = source_files(data_dir)
+    known = manifest.get("files", {})
+    if set(files) != set(known):
+        return False
+    hashes = content_hashes(data_dir, files, known)
+    return fingerprint(data_dir, hashes) == manifest.get("fingerprint")
+
+
+# ------------------------------------------------------------------------------------- opening
+
+
+def open_read_only(layout: StoreLayout) -> Store:
+    """Open the current generation read-only (several readers and a builder may run at once)."""
+    from pyoxigraph import Store
+
+    generation = layout.current_generation()
+    if generation is None:
+        raise StoreError(f"no store at {display_path(layout.path)}; run 'sotakg build' first")
+    try:
+        return Store.read_only(str((generation / DATABASE).resolve()))
+    except OSError as error:
+        raise StoreError(f"cannot open the store at {display_path(layout.path)}: {error}") from None
+
+
+def open_store(data_dir: Path, store_path: Path, rebuild: bool = True) -> Store:
+    """Open the store for reading, building it first when the data changed since the last build."""
+    layout = StoreLayout(store_path)
+    if rebuild and not is_fresh(data_dir, layout):
+        from .build import build
+
+        build(data_dir, store_path, wait_seconds=120.0)
+    return open_read_only(layout)
