@@ -1,0 +1,55 @@
+"""Shared fixtures: a click runner, a private copy of the shipped data, and a built store."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED_DATA = REPO / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SEED_PAGE = FIXTURES / "distributed-optimization.md"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def data_copy(tmp_path: Path) -> Path:
+    """A copy of the shipped data folder that a test may change."""
+    target = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, target)
+    return target
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, data_copy: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory holding ``data/`` (a copy of the shipped data); the store goes to ``.sotakg``."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture(scope="session")
+def built_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(data folder, store path) of the shipped data, built once per test session. Read-only use."""
+    from sotakg.build import build
+
+    root = tmp_path_factory.mktemp("shipped")
+    data = root / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    store = root / ".sotakg" / "store"
+    build(data, store)
+    return data, store
+
+
+@pytest.fixture
+def shipped_store(built_store: tuple[Path, Path]):
+    """The shipped data's store, opened read-only."""
+    from sotakg.store import StoreLayout, open_read_only
+
+    return open_read_only(StoreLayout(built_store[1]))
