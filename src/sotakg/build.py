@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .records import load_anthology
+from .records import Anthology, load_anthology
 from .store import (
     DATABASE,
     MANIFEST,
@@ -52,7 +52,10 @@ def build(data_dir: Path, store_path: Path, force: bool = False, wait_seconds: f
         print_id = fingerprint(data_dir, hashes)
         if not force and current is not None and manifest.get("fingerprint") == print_id:
             return BuildReport(
-                store_path, False, manifest.get("counts", {}), manifest.get("triples", 0),
+                store_path,
+                False,
+                manifest.get("counts", {}),
+                manifest.get("triples", 0),
                 time.perf_counter() - started,
             )
         anthology = load_anthology(data_dir)
@@ -78,7 +81,7 @@ def build(data_dir: Path, store_path: Path, force: bool = False, wait_seconds: f
     return BuildReport(store_path, True, counts, triples, time.perf_counter() - started)
 
 
-def _load_generation(database: Path, anthology) -> int:
+def _load_generation(database: Path, anthology: Anthology) -> int:
     from pyoxigraph import RdfFormat, Store
 
     from .rdf import anthology_triples, as_quads
@@ -87,13 +90,11 @@ def _load_generation(database: Path, anthology) -> int:
     database.parent.mkdir(parents=True)
     store = Store(str(database))
     store.bulk_load(path=str(ontology_path()), format=RdfFormat.TURTLE)
-    ontology_triples = len(store)
-    data = list(as_quads(anthology_triples(anthology)))
-    store.bulk_extend(data)
+    store.bulk_extend(as_quads(anthology_triples(anthology)))
     store.flush()
     total = len(store)
     del store
-    return total if total >= ontology_triples else ontology_triples
+    return total
 
 
 def _swap_link(layout: StoreLayout, generation: Path) -> None:

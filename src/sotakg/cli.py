@@ -121,7 +121,9 @@ def build_command(ctx: click.Context, force: bool) -> None:
     if not report.rebuilt:
         click.echo(f"{report.store} is up to date ({report.triples} triples); nothing to do (--force rebuilds).")
         return
-    click.echo(f"Built {report.store}: {describe_counts(report.counts)}; {report.triples} triples in {report.seconds:.2f} s.")
+    click.echo(
+        f"Built {report.store}: {describe_counts(report.counts)}; {report.triples} triples in {report.seconds:.2f} s."
+    )
 
 
 # ------------------------------------------------------------------------------------------ import

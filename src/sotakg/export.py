@@ -10,7 +10,9 @@ from .formats import pyoxigraph_format
 from .indexpage import PracticeRow, render_page
 
 if TYPE_CHECKING:
-    from pyoxigraph import Store
+    from collections.abc import Mapping
+
+    from pyoxigraph import BlankNode, Literal, NamedNode, QuerySolution, Store, Variable
 
 
 class UnknownTopic(UsageProblem):
@@ -19,14 +21,12 @@ class UnknownTopic(UsageProblem):
 
 def export_rdf(store: Store, canonical_format: str) -> bytes:
     """The whole graph in ``canonical_format`` (see formats.RDF_FORMATS), in a stable order."""
-    from pyoxigraph import DefaultGraph, Quad, serialize
+    from pyoxigraph import DefaultGraph, Quad, Triple, serialize
 
     quads = sorted(store.quads_for_pattern(None, None, None, DefaultGraph()), key=str)
     fmt = pyoxigraph_format(canonical_format)
-    if fmt.supports_datasets:
-        return serialize(quads, format=fmt, prefixes=v.PREFIXES)
-    triples = [Quad(q.subject, q.predicate, q.object).triple for q in quads]
-    return serialize(triples, format=fmt, prefixes=v.PREFIXES)
+    statements: list[Quad] | list[Triple] = quads if fmt.supports_datasets else [q.triple for q in quads]
+    return serialize(statements, format=fmt, prefixes=v.PREFIXES) or b""
 
 
 _TOPIC_QUERY = """
@@ -56,28 +56,35 @@ _COUNT_QUERY = "SELECT (COUNT(?p) AS ?n) WHERE { ?p a sota:Practice }"
 _SLUGS_QUERY = "SELECT ?slug WHERE { ?t a sota:Topic ; sota:slug ?slug } ORDER BY ?slug"
 
 
-def _value(solution, name: str) -> str | None:
+def _select(
+    store: Store, query: str, bindings: Mapping[Variable, NamedNode | BlankNode | Literal] | None = None
+) -> list[QuerySolution]:
+    """Run a SELECT query with the ontology's prefixes and bound parameters."""
+    result = store.query(query, prefixes=v.PREFIXES, substitutions=dict(bindings or {}))  # type: ignore[arg-type]
+    return list(result)  # type: ignore[arg-type]
+
+
+def _value(solution: QuerySolution, name: str) -> str | None:
     term = solution[name]
     return None if term is None else term.value
 
 
 def topic_slugs(store: Store) -> list[str]:
     """The slugs of every topic in the graph, sorted."""
-    return [s["slug"].value for s in store.query(_SLUGS_QUERY, prefixes=v.PREFIXES)]
+    return [s["slug"].value for s in _select(store, _SLUGS_QUERY)]
 
 
 def export_index(store: Store, slug: str) -> str:
     """The published index page of the topic ``slug``, generated from the graph."""
     from pyoxigraph import Literal, Variable
 
-    bound = {Variable("slug"): Literal(slug)}
-    topics = list(store.query(_TOPIC_QUERY, prefixes=v.PREFIXES, substitutions=bound))
+    topics = _select(store, _TOPIC_QUERY, {Variable("slug"): Literal(slug)})
     if not topics:
         known = ", ".join(topic_slugs(store)) or "none"
         raise UnknownTopic(f"no topic with slug {slug!r}; known topics: {known}")
     topic = topics[0]
     rows = []
-    for solution in store.query(_ROWS_QUERY, prefixes=v.PREFIXES, substitutions={Variable("topic"): topic["topic"]}):
+    for solution in _select(store, _ROWS_QUERY, {Variable("topic"): topic["topic"]}):
         status = _value(solution, "status") or ""
         rows.append(
             PracticeRow(
@@ -91,7 +98,7 @@ def export_index(store: Store, slug: str) -> str:
         )
     size = _value(topic, "registrySize")
     if size is None:
-        size = next(iter(store.query(_COUNT_QUERY, prefixes=v.PREFIXES)))["n"].value
+        size = _select(store, _COUNT_QUERY)[0]["n"].value
     return render_page(
         scheme_title=_value(topic, "schemeTitle") or "Topics",
         scheme_description=_value(topic, "schemeDescription") or "",

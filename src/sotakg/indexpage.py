@@ -159,7 +159,9 @@ def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) 
     id_cell, title, summary, status_cell = cells
     match = PRACTICE_CELL_RE.match(id_cell)
     if not match:
-        raise ImportProblem(f"{source}:{number}: expected a practice id such as 'SOTA-017' or 'SOTA-017 v2', got {id_cell!r}")
+        raise ImportProblem(
+            f"{source}:{number}: expected a practice id such as 'SOTA-017' or 'SOTA-017 v2', got {id_cell!r}"
+        )
     practice_id = match["id"]
     version = int(match["version"] or 1)
     where = f"{source}:{number}: row {practice_id}"

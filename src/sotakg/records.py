@@ -191,9 +191,7 @@ def decode(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        raise SourceRefusal(
-            line, f"not UTF-8 (byte 0x{data[error.start]:02x}); save the file as UTF-8"
-        ) from None
+        raise SourceRefusal(line, f"not UTF-8 (byte 0x{data[error.start]:02x}); save the file as UTF-8") from None
 
 
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
@@ -278,14 +276,14 @@ def parse_yaml_mapping(text: str) -> tuple[dict[str, Any], dict[str, int], dict[
                 raise SourceRefusal(
                     line_of(event), f"alias *{event.anchor}: anchors and aliases are not allowed; write the value out"
                 )
-            if getattr(event, "anchor", None) is not None:
+            anchor = getattr(event, "anchor", None)
+            if anchor is not None:
                 raise SourceRefusal(
-                    line_of(event), f"anchor &{event.anchor}: anchors and aliases are not allowed; write the value out"
+                    line_of(event), f"anchor &{anchor}: anchors and aliases are not allowed; write the value out"
                 )
-            if getattr(event, "tag", None) is not None:
-                raise SourceRefusal(
-                    line_of(event), f"YAML tag {event.tag!r} is not allowed; write a plain value"
-                )
+            tag = getattr(event, "tag", None)
+            if tag is not None:
+                raise SourceRefusal(line_of(event), f"YAML tag {tag!r} is not allowed; write a plain value")
             if isinstance(event, yaml.ScalarEvent):
                 add(_Scalar(_scalar_value(event), event.value, event.implicit[0]), event)
             elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
@@ -366,7 +364,7 @@ def _check_field(spec: FieldSpec, value: Any, text: str | None) -> str | None:
             return None
         hint = ""
         if text is not None and not isinstance(value, (dict, list)):
-            hint = f"; YAML reads {text} as {_describe(value)}: quote it, {spec.name}: \"{text}\""
+            hint = f'; YAML reads {text} as {_describe(value)}: quote it, {spec.name}: "{text}"'
         return f"'{spec.name}' must be text, got {_describe(value)}{hint}"
     if spec.type == "int":
         if isinstance(value, int) and not isinstance(value, bool):
@@ -469,9 +467,7 @@ def load_anthology(data_dir: Path) -> Anthology:
         shown = display_path(path)
         if kind is None:
             folders = ", ".join(sorted(FOLDER_KINDS))
-            problems.append(
-                Problem(shown, None, path.stem, f"not in a record folder; move it into one of: {folders}")
-            )
+            problems.append(Problem(shown, None, path.stem, f"not in a record folder; move it into one of: {folders}"))
             continue
         try:
             records.append(read_record(path, kind, shown))
@@ -528,9 +524,7 @@ def dump_record(record: Record) -> str:
             lines.append(f"{field_spec.name}: {flow.strip()}\n")
         else:
             lines.append(
-                yaml.safe_dump(
-                    {field_spec.name: value}, default_flow_style=False, allow_unicode=True, width=2**31 - 1
-                )
+                yaml.safe_dump({field_spec.name: value}, default_flow_style=False, allow_unicode=True, width=2**31 - 1)
             )
     return "".join(lines)
 
@@ -540,8 +534,9 @@ PLURALS = {"practice": "practices", "paper": "papers", "adr": "ADRs", "topic": "
 
 def describe_counts(counts: dict[str, int]) -> str:
     """``{"practice": 42, ...}`` as ``42 practices, ...`` for messages."""
-    return ", ".join(f"{n} {PLURALS.get(kind, kind) if n != 1 else kind.replace('adr', 'ADR')}"
-                     for kind, n in counts.items())
+    return ", ".join(
+        f"{n} {PLURALS.get(kind, kind) if n != 1 else kind.replace('adr', 'ADR')}" for kind, n in counts.items()
+    )
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -54,8 +54,7 @@ class StoreLayout:
         if not self.path.is_symlink():
             if self.path.exists():
                 raise StoreError(
-                    f"{display_path(self.path)} exists but is not a sotakg store; "
-                    f"move it away or pass another --store"
+                    f"{display_path(self.path)} exists but is not a sotakg store; move it away or pass another --store"
                 )
             return None
         target = self.path.parent / os.readlink(self.path)
