@@ -82,6 +82,5 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False) -> ImportRe
         atomic_write_text(path, dump_record(record))
         label = "registry" if record.id == REGISTRY_ID else record.kind
         report.written[label] = report.written.get(label, 0) + 1
-    for kind in KINDS:
-        report.written.setdefault(kind, 0)
+    report.written = {kind: report.written.get(kind, 0) for kind in KINDS}
     return report

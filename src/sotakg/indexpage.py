@@ -34,8 +34,8 @@ CITATION_RE = re.compile(
     r"(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)(?P<rest>.*)$",
     re.S,
 )
-ARXIV_RE = re.compile(r"^ — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v\d+)?\.$")
-URL_RE = re.compile(r"^ — (?P<url>https?://\S+?)\.?$")
+ARXIV_RE = re.compile(r"^ — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v\d+)?(?:\.|\s|$)")
+URL_RE = re.compile(r"^ — (?P<url>https?://\S+?)\.?(?:\s|$)")
 SUPERSEDES_RE = re.compile(
     r"\b(?P<new>ADR-\d+) \((?:superseding|supersedes|which supersedes|replacing) (?P<old>ADR-\d+)\)"
     r"|\b(?P<new2>ADR-\d+) (?:supersedes|superseded|replaces|replaced) (?P<old2>ADR-\d+)\b"
