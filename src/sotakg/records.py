@@ -23,6 +23,7 @@ DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_DEPTH = 32
 
 IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+DECLARED_ID_RE = re.compile(r"^id:[ \t]*['\"]?([A-Za-z0-9][A-Za-z0-9._-]*)", re.M)
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,15 @@ def parse_yaml_mapping(text: str) -> tuple[dict[str, Any], dict[str, int], dict[
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else None
         problem = error.problem or str(error)
+        context = error.context_mark
+        if error.context and context is not None and context.line + 1 != line:
+            problem += f" ({error.context} started on line {context.line + 1})"
         raise SourceRefusal(line, f"YAML syntax error: {problem}") from None
+    except yaml.reader.ReaderError as error:
+        line = text.count("\n", 0, error.position) + 1
+        raise SourceRefusal(
+            line, f"YAML syntax error: {error.reason} (character U+{error.character:04X}); remove it"
+        ) from None
     except yaml.YAMLError as error:
         raise SourceRefusal(None, f"YAML error: {error}") from None
     except RecursionError:
@@ -394,6 +403,9 @@ def read_record(path: Path, kind: str, shown: str | None = None) -> Record:
                 None, f"file is {size} bytes, over the {limit}-byte limit (raise it with SOTAKG_MAX_FILE_BYTES)"
             )
         text = decode(path.read_bytes())
+        declared = DECLARED_ID_RE.search(text)
+        if declared and kind != "registry":
+            fallback_id = declared[1]
         values, lines, texts, start = parse_yaml_mapping(text)
     except SourceRefusal as refusal:
         raise DataError([Problem(shown, refusal.line, fallback_id, refusal.message)]) from None
@@ -523,10 +535,14 @@ def dump_record(record: Record) -> str:
             flow = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=2**31 - 1)
             lines.append(f"{field_spec.name}: {flow.strip()}\n")
         else:
+            # YAML reads NEL and the Unicode line and paragraph separators as line breaks: escape them.
+            raw_unicode = not (isinstance(value, str) and any(c in value for c in "\x85\u2028\u2029"))
             lines.append(
-                yaml.safe_dump({field_spec.name: value}, default_flow_style=False, allow_unicode=True, width=2**31 - 1)
+                yaml.safe_dump(
+                    {field_spec.name: value}, default_flow_style=False, allow_unicode=raw_unicode, width=2**31 - 1
+                )
             )
-    return "".join(lines)
+    return "".join(lines) or "{}\n"
 
 
 PLURALS = {"practice": "practices", "paper": "papers", "adr": "ADRs", "topic": "topics", "registry": "registry"}

@@ -1,0 +1,83 @@
+"""The README, the command help and the changelog agree with the code.
+
+Run with SOTAKG_UPDATE_README=1 to regenerate the README's command reference.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import click
+import pytest
+
+from sotakg.cli import cli
+
+from .conftest import REPO
+
+README = REPO / "README.md"
+
+
+def all_commands(group: click.Group = cli, prefix: str = "sotakg") -> list[tuple[str, click.Command]]:
+    found: list[tuple[str, click.Command]] = []
+    for name in sorted(group.commands):
+        command = group.commands[name]
+        path = f"{prefix} {name}"
+        found.append((path, command))
+        if isinstance(command, click.Group):
+            found.extend(all_commands(command, path))
+    return found
+
+
+def help_text(path: str) -> str:
+    args = path.split()[1:] + ["--help"]
+    result = click.testing.CliRunner().invoke(cli, args, prog_name="sotakg", terminal_width=100)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def command_reference() -> str:
+    blocks = [f"### `sotakg`\n\n```text\n{help_text('sotakg')}```\n"]
+    for path, _command in all_commands():
+        blocks.append(f"### `{path}`\n\n```text\n{help_text(path)}```\n")
+    return "\n".join(blocks)
+
+
+def test_readme_command_reference_is_current():
+    text = README.read_text(encoding="utf-8")
+    start, end = "<!-- commands:start -->\n", "<!-- commands:end -->"
+    assert start in text and end in text
+    current = text[text.index(start) + len(start) : text.index(end)]
+    expected = command_reference()
+    if os.environ.get("SOTAKG_UPDATE_README"):
+        head, tail = text[: text.index(start) + len(start)], text[text.index(end) :]
+        README.write_text(head + expected + tail, encoding="utf-8")
+        current = expected
+    assert current == expected, "README command reference is stale: run SOTAKG_UPDATE_README=1 pytest tests/test_docs.py"
+
+
+@pytest.mark.parametrize("path, command", all_commands(), ids=[p for p, _ in all_commands()])
+def test_every_command_has_help_ending_in_an_example(path, command):
+    doc = command.help or ""
+    assert doc.strip(), f"{path} has no help"
+    assert "Example:" in doc, f"{path}'s docstring has no Example: block"
+    assert doc.rstrip().split("Example:")[-1].strip(), f"{path}'s Example: block is empty"
+
+
+def test_help_and_version_options():
+    runner = click.testing.CliRunner()
+    assert runner.invoke(cli, ["-h"]).exit_code == 0
+    version = runner.invoke(cli, ["--version"])
+    assert re.fullmatch(r"sotakg, version \d+\.\d+\.\d+\n", version.output)
+
+
+def test_changelog_has_dated_entries():
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.search(r"^## \[\d+\.\d+\] - \d{4}-\d{2}-\d{2}$", text, re.M)
+
+
+def test_readme_opens_with_the_two_commands():
+    text = README.read_text(encoding="utf-8")
+    assert "pip install -e . && sotakg build" in text
+    assert "pip install -e '.[test]' && python -m pytest" in text
+    assert "python -m pytest" in (REPO / ".ci" / "run").read_text()

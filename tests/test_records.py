@@ -1,0 +1,135 @@
+"""Reading records: every kind of bad input is refused with file, line and record; odd but valid input is read."""
+
+from __future__ import annotations
+
+import pytest
+
+from sotakg.cli import cli
+from sotakg.errors import DataError
+from sotakg.records import check_record, load_anthology, read_record
+
+GOOD = "id: SOTA-900\nversion: 1\ntitle: A practice\nstatus: Active\ntopic: distributed-optimization\n"
+
+
+def write(data, name: str, content: str | bytes):
+    path = data / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "content, line, message",
+    [
+        ("id: SOTA-900\ntitle: 'unclosed\n", 3, "YAML syntax error: found unexpected end of stream"),
+        ("id: SOTA-900\ntitle: A\ntitle: B\n", 3, "duplicate key 'title' (first on line 2); keep one of them"),
+        ("id: SOTA-900\nsource: somewhere\n", 2, "unknown field 'source'; a practice has: id, version, title"),
+        ("id: SOTA-900\nstatus: no\n", 2, "'status' must be text, got the boolean false; YAML reads no as"),
+        ("id: SOTA-900\nversion: two\n", 2, "'version' must be a whole number, got the text 'two'"),
+        ("id: SOTA-900\ncites: LIT-016\n", 2, "'cites' must be a list of identifiers"),
+        ("id: SOTA-900\ncites: [LIT 016]\n", 2, "'cites' must list identifiers such as LIT-016"),
+        ("id: SOTA-900\ntitle: !!python/object:os.system echo\n", 2, "YAML tag 'tag:yaml.org,2002:python/object:os.system'"),
+        ("id: SOTA-900\ntitle: &t A\nsummary: *t\n", 2, "anchor &t: anchors and aliases are not allowed"),
+        ("id: SOTA-900\ntitle: \x07bell\n", 2, "YAML syntax error: control characters are not allowed"),
+        ("id: SOTA-900\n---\nid: SOTA-901\n", 2, "more than one YAML document; keep one record per file"),
+        ("", 1, "empty file"),
+        ("- id: SOTA-900\n", 1, "a record must be a mapping of fields"),
+        ("title: no id\n", 1, "missing 'id'"),
+        ("id: SOTA-900\ntitle: '   '\n", 2, "'title' is empty"),
+    ],
+)
+def test_bad_record_names_file_line_and_record(tmp_path, content, line, message):
+    path = write(tmp_path, "SOTA-900.yaml", content)
+    with pytest.raises(DataError) as caught:
+        read_record(path, "practice", "data/practices/SOTA-900.yaml")
+    problem = caught.value.problems[0]
+    assert (problem.file, problem.line) == ("data/practices/SOTA-900.yaml", line)
+    assert problem.record == "SOTA-900"
+    assert message in problem.message
+
+
+def test_non_utf8_file_names_the_line_of_the_bad_byte(tmp_path):
+    path = write(tmp_path, "LIT-999.yaml", b"id: LIT-999\nyear: 2020\nauthors: M\xfcller et al.\n")
+    with pytest.raises(DataError) as caught:
+        read_record(path, "paper")
+    problem = caught.value.problems[0]
+    assert problem.line == 3 and problem.record == "LIT-999"
+    assert "not UTF-8 (byte 0xfc); save the file as UTF-8" in problem.message
+
+
+def test_the_same_id_in_two_files_names_both(data_copy):
+    write(data_copy / "practices", "SOTA-049-copy.yaml", (data_copy / "practices" / "SOTA-049.yaml").read_text())
+    with pytest.raises(DataError) as caught:
+        load_anthology(data_copy)
+    (problem,) = caught.value.problems
+    assert problem.file.endswith("practices/SOTA-049.yaml") or problem.file.endswith("SOTA-049-copy.yaml")
+    assert "identifier SOTA-049 is also used by" in problem.message
+    assert "SOTA-049-copy.yaml" in str(problem) and "practices/SOTA-049.yaml:1" in str(problem)
+
+
+def test_files_outside_record_folders_are_reported(data_copy):
+    (data_copy / "misc").mkdir()
+    write(data_copy / "misc", "x.yaml", GOOD)
+    with pytest.raises(DataError, match="misc/x.yaml: not in a record folder"):
+        load_anthology(data_copy)
+
+
+def test_every_problem_is_reported_at_once(data_copy):
+    write(data_copy / "practices", "SOTA-900.yaml", "id: SOTA-900\nstatus: no\n")
+    write(data_copy / "papers", "LIT-900.yaml", "id: LIT-900\nyear: [1]\n")
+    with pytest.raises(DataError) as caught:
+        load_anthology(data_copy)
+    assert [p.record for p in caught.value.problems] == ["LIT-900", "SOTA-900"]
+
+
+def test_bom_and_crlf_are_accepted_and_lines_stay_right(tmp_path):
+    path = write(tmp_path, "SOTA-900.yaml", b"\xef\xbb\xbfid: SOTA-900\r\ntitle: A\r\nstatus: Active\r\n")
+    record = read_record(path, "practice")
+    assert record.fields == {"id": "SOTA-900", "title": "A", "status": "Active"}
+    assert record.lines == {"id": 1, "title": 2, "status": 3}
+
+
+def test_deep_nesting_is_a_clean_error(tmp_path):
+    path = write(tmp_path, "SOTA-900.yaml", "id: SOTA-900\ntitle: " + "[" * 20000 + "]" * 20000 + "\n")
+    with pytest.raises(DataError, match="nested deeper than 32 levels"):
+        read_record(path, "practice")
+
+
+def test_alias_bomb_is_refused_before_expansion(tmp_path):
+    lines = ["id: SOTA-900", "a: &a [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]" for i in range(9)]
+    path = write(tmp_path, "SOTA-900.yaml", "\n".join(lines) + "\n")
+    with pytest.raises(DataError, match="anchors and aliases are not allowed"):
+        read_record(path, "practice")
+
+
+def test_file_over_the_size_cap_is_refused_unread(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOTAKG_MAX_FILE_BYTES", "100")
+    path = write(tmp_path, "SOTA-900.yaml", GOOD + "summary: " + "x" * 200 + "\n")
+    with pytest.raises(DataError, match=r"over the 100-byte limit \(raise it with SOTAKG_MAX_FILE_BYTES\)"):
+        read_record(path, "practice")
+
+
+def test_quoted_arxiv_id_keeps_its_trailing_zero(tmp_path):
+    bad = write(tmp_path, "LIT-735.yaml", "id: LIT-735\narxiv: 2105.05720\n")
+    with pytest.raises(DataError, match='YAML reads 2105.05720 as the number 2105.0572: quote it, arxiv: "2105.05720"'):
+        read_record(bad, "paper")
+
+
+def test_check_record_accepts_a_good_record():
+    record = check_record("paper", {"id": "LIT-1", "year": 2020, "authors": "A"})
+    assert record.id == "LIT-1" and record.fields["year"] == 2020
+
+
+def test_cli_reports_bad_data_with_exit_1_and_keeps_the_data(runner, workdir):
+    path = workdir / "data" / "practices" / "SOTA-049.yaml"
+    original = path.read_text()
+    path.write_text(original.replace("status: Rejected", "status: no"))
+    result = runner.invoke(cli, ["build"])
+    assert result.exit_code == 1
+    assert "data/practices/SOTA-049.yaml:5: 'status' must be text, got the boolean false" in result.output
+    assert "(SOTA-049)" in result.output
+    assert path.read_text() == original.replace("status: Rejected", "status: no")
+    assert not (workdir / ".sotakg" / "store").exists()

@@ -1,0 +1,117 @@
+"""YAML -> RDF -> YAML is lossless (hypothesis over generated records)."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyoxigraph import Store
+
+from sotakg.rdf import anthology_triples, as_quads, records_from_triples, record_triples
+from sotakg.records import Anthology, Record, atomic_write_text, dump_record, load_anthology, record_path
+
+identifier = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,12}\Z")
+text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=40).filter(
+    lambda value: value.strip() != ""
+)
+ids = st.lists(identifier, min_size=1, max_size=4, unique=True).map(sorted)
+
+
+def optional(fields: dict) -> st.SearchStrategy[dict]:
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+practices = st.builds(
+    lambda number, fields: {"id": f"SOTA-{number:03d}", **fields},
+    st.integers(0, 999),
+    optional(
+        {
+            "version": st.integers(1, 5),
+            "title": text,
+            "summary": text,
+            "status": st.sampled_from(["Active", "Proposed", "Rejected", "Withdrawn"]),
+            "reason": text,
+            "reason_names": ids,
+            "cites": ids,
+            "topic": identifier,
+        }
+    ),
+)
+papers = st.builds(
+    lambda number, fields: {"id": f"LIT-{number:03d}", **fields},
+    st.integers(0, 999),
+    optional(
+        {
+            "title": text,
+            "authors": text,
+            "year": st.integers(1000, 2999),
+            "arxiv": st.from_regex(r"\A\d{4}\.\d{4,5}\Z"),
+            "url": st.sampled_from(["https://example.org/a", "http://x.test/p?q=1"]),
+            "topic": identifier,
+        }
+    ),
+)
+adrs = st.builds(
+    lambda number, fields: {"id": f"ADR-{number:03d}", **fields},
+    st.integers(0, 999),
+    optional({"title": text, "status": st.sampled_from(["Accepted", "Superseded"]), "summary": text,
+              "supersedes": ids, "superseded_by": identifier}),
+)
+topics = st.builds(
+    lambda slug, fields: {"id": slug, **fields},
+    st.text(string.ascii_lowercase + "-", min_size=1, max_size=12).filter(lambda s: s[0] != "-"),
+    optional({"label": text, "scope": text, "declared_size": st.integers(0, 10_000)}),
+)
+registry = optional({"title": text, "description": text, "declared_size": st.integers(0, 10_000), "governed_by": ids})
+
+
+def unique(records: list[Record]) -> list[Record]:
+    seen: dict[tuple[bool, str], Record] = {}
+    for record in records:
+        seen.setdefault((record.kind == "topic", record.id), record)
+    return list(seen.values())
+
+
+anthologies = st.builds(
+    lambda ps, ls, ads, ts, reg: unique(
+        [Record("practice", p["id"], p) for p in ps]
+        + [Record("paper", p["id"], p) for p in ls]
+        + [Record("adr", a["id"], a) for a in ads]
+        + [Record("topic", t["id"], t) for t in ts]
+        + [Record("registry", "registry", reg)]
+    ),
+    st.lists(practices, max_size=4),
+    st.lists(papers, max_size=4),
+    st.lists(adrs, max_size=3),
+    st.lists(topics, max_size=2),
+    registry,
+)
+
+
+def comparable(records: list[Record]) -> list[tuple[str, str, dict]]:
+    return sorted((r.kind, r.id, r.fields) for r in records)
+
+
+@given(anthologies)
+@settings(max_examples=150, deadline=None)
+def test_records_to_rdf_and_back_are_equal(records):
+    triples = [t for r in records for t in record_triples(r)]
+    assert comparable(records_from_triples(triples)) == comparable(records)
+
+
+@given(anthologies)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_yaml_files_to_store_and_back_are_equal(tmp_path_factory, records):
+    data = Path(tmp_path_factory.mktemp("data"))
+    for record in records:
+        atomic_write_text(record_path(data, record), dump_record(record))
+    loaded = load_anthology(data)
+    assert comparable(loaded.records) == comparable(records)
+    store = Store()
+    store.extend(as_quads(anthology_triples(Anthology(loaded.records))))
+    back = records_from_triples(q.triple for q in store)
+    assert comparable(back) == comparable(records)
+    for record in back:
+        assert dump_record(record) == record_path(data, record).read_text(encoding="utf-8")
