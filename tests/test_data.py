@@ -78,12 +78,20 @@ def test_only_rejected_practices_have_reasons(records):
         ("LIT-027", {"authors": "Rajbhandari et al.", "year": 2020, "arxiv": "1910.02054"}),
         (
             "LIT-051",
-            {"authors": "Jiang et al.", "year": 2020, "url": "https://www.usenix.org/conference/osdi20/presentation/jiang"},
+            {
+                "authors": "Jiang et al.",
+                "year": 2020,
+                "url": "https://www.usenix.org/conference/osdi20/presentation/jiang",
+            },
         ),
         ("LIT-056", {"authors": "Lin et al.", "year": 2017, "arxiv": "1712.01887"}),
         (
             "LIT-059",
-            {"authors": "Mohan et al.", "year": 2021, "url": "https://www.usenix.org/conference/fast21/presentation/mohan"},
+            {
+                "authors": "Mohan et al.",
+                "year": 2021,
+                "url": "https://www.usenix.org/conference/fast21/presentation/mohan",
+            },
         ),
         ("LIT-083", {"authors": "Zhao et al.", "year": 2022, "arxiv": "2304.11277"}),
         ("LIT-206", {"authors": "Liu et al.", "year": 2023}),

@@ -53,7 +53,9 @@ def test_readme_command_reference_is_current():
         head, tail = text[: text.index(start) + len(start)], text[text.index(end) :]
         README.write_text(head + expected + tail, encoding="utf-8")
         current = expected
-    assert current == expected, "README command reference is stale: run SOTAKG_UPDATE_README=1 pytest tests/test_docs.py"
+    assert current == expected, (
+        "README command reference is stale: run SOTAKG_UPDATE_README=1 pytest tests/test_docs.py"
+    )
 
 
 @pytest.mark.parametrize("path, command", all_commands(), ids=[p for p, _ in all_commands()])

@@ -97,7 +97,17 @@ def test_import_of_another_page_with_pipes_and_two_topics(runner, tmp_path):
     assert (data / "topics" / "evaluation-and-benchmarks.yaml").exists()
     assert "pipes | inside" in (data / "practices" / "SOTA-900.yaml").read_text()
     exported = runner.invoke(
-        cli, ["--data", str(data), "--store", str(tmp_path / "s"), "export", "index", "--topic", "evaluation-and-benchmarks"]
+        cli,
+        [
+            "--data",
+            str(data),
+            "--store",
+            str(tmp_path / "s"),
+            "export",
+            "index",
+            "--topic",
+            "evaluation-and-benchmarks",
+        ],
     )
     assert exported.exit_code == 0, exported.output
     assert exported.stdout == page.read_text(encoding="utf-8")

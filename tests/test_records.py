@@ -30,7 +30,11 @@ def write(data, name: str, content: str | bytes):
         ("id: SOTA-900\nversion: two\n", 2, "'version' must be a whole number, got the text 'two'"),
         ("id: SOTA-900\ncites: LIT-016\n", 2, "'cites' must be a list of identifiers"),
         ("id: SOTA-900\ncites: [LIT 016]\n", 2, "'cites' must list identifiers such as LIT-016"),
-        ("id: SOTA-900\ntitle: !!python/object:os.system echo\n", 2, "YAML tag 'tag:yaml.org,2002:python/object:os.system'"),
+        (
+            "id: SOTA-900\ntitle: !!python/object:os.system echo\n",
+            2,
+            "YAML tag 'tag:yaml.org,2002:python/object:os.system'",
+        ),
         ("id: SOTA-900\ntitle: &t A\nsummary: *t\n", 2, "anchor &t: anchors and aliases are not allowed"),
         ("id: SOTA-900\ntitle: \x07bell\n", 2, "YAML syntax error: control characters are not allowed"),
         ("id: SOTA-900\n---\nid: SOTA-901\n", 2, "more than one YAML document; keep one record per file"),

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyoxigraph import Store
 
-from sotakg.rdf import anthology_triples, as_quads, records_from_triples, record_triples
+from sotakg.rdf import anthology_triples, as_quads, record_triples, records_from_triples
 from sotakg.records import Anthology, Record, atomic_write_text, dump_record, load_anthology, record_path
 
 identifier = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,12}\Z")
@@ -56,8 +56,15 @@ papers = st.builds(
 adrs = st.builds(
     lambda number, fields: {"id": f"ADR-{number:03d}", **fields},
     st.integers(0, 999),
-    optional({"title": text, "status": st.sampled_from(["Accepted", "Superseded"]), "summary": text,
-              "supersedes": ids, "superseded_by": identifier}),
+    optional(
+        {
+            "title": text,
+            "status": st.sampled_from(["Accepted", "Superseded"]),
+            "summary": text,
+            "supersedes": ids,
+            "superseded_by": identifier,
+        }
+    ),
 )
 topics = st.builds(
     lambda slug, fields: {"id": slug, **fields},
