@@ -53,3 +53,12 @@ def shipped_store(built_store: tuple[Path, Path]):
     from sotakg.store import StoreLayout, open_read_only
 
     return open_read_only(StoreLayout(built_store[1]))
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment for running this checkout's sotakg in a child process, whatever is installed."""
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH", "")]))
+    return env

@@ -12,10 +12,12 @@ from .records import Anthology, load_anthology
 from .store import (
     DATABASE,
     MANIFEST,
+    InterruptGuard,
     StoreLayout,
     build_lock,
     content_hashes,
     fingerprint,
+    generation_in_use,
     read_manifest,
     remove_path,
     source_files,
@@ -33,12 +35,19 @@ class BuildReport:
     seconds: float = 0.0
 
 
-def build(data_dir: Path, store_path: Path, force: bool = False, wait_seconds: float = 0.0) -> BuildReport:
+def build(
+    data_dir: Path,
+    store_path: Path,
+    force: bool = False,
+    wait_seconds: float = 0.0,
+    guard: InterruptGuard | None = None,
+) -> BuildReport:
     """Build the store from ``data_dir`` unless it is already up to date (``force`` rebuilds anyway).
 
     The data is read and checked before anything is written; the new graph is loaded into a new
     generation and swapped in atomically, so an error or an interruption leaves the previous store
-    as it was. Raises DataError, StoreBusy or StoreError.
+    as it was. With a ``guard`` installed, an interruption that arrives once the swap has begun is held
+    until the build is done. Raises DataError, StoreBusy or StoreError.
     """
     started = time.perf_counter()
     layout = StoreLayout(store_path)
@@ -71,12 +80,14 @@ def build(data_dir: Path, store_path: Path, force: bool = False, wait_seconds: f
                 "triples": triples,
             }
             (generation / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            if guard is not None:
+                guard.committing = True
             _swap_link(layout, generation)
             committed = True
         finally:
             if not committed:
                 remove_path(generation)
-        if current is not None:
+        if current is not None and not generation_in_use(current):
             remove_path(current)
     return BuildReport(store_path, True, counts, triples, time.perf_counter() - started)
 
@@ -89,12 +100,14 @@ def _load_generation(database: Path, anthology: Anthology) -> int:
 
     database.parent.mkdir(parents=True)
     store = Store(str(database))
-    store.bulk_load(path=str(ontology_path()), format=RdfFormat.TURTLE)
-    store.bulk_extend(as_quads(anthology_triples(anthology)))
-    store.flush()
-    total = len(store)
-    del store
-    return total
+    try:
+        store.bulk_load(path=str(ontology_path()), format=RdfFormat.TURTLE)
+        store.bulk_extend(as_quads(anthology_triples(anthology)))
+        store.flush()
+        return len(store)
+    finally:
+        # Close the database now, even on an interruption, so the caller can remove its directory.
+        del store
 
 
 def _swap_link(layout: StoreLayout, generation: Path) -> None:

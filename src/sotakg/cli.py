@@ -116,14 +116,15 @@ def build_command(ctx: click.Context, force: bool) -> None:
         sotakg build --force
     """
     from .build import build
+    from .store import InterruptGuard
 
-    report = build(ctx.obj["data"], ctx.obj["store"], force=force)
-    if not report.rebuilt:
-        click.echo(f"{report.store} is up to date ({report.triples} triples); nothing to do (--force rebuilds).")
-        return
-    click.echo(
-        f"Built {report.store}: {describe_counts(report.counts)}; {report.triples} triples in {report.seconds:.2f} s."
-    )
+    with InterruptGuard().installed() as guard:
+        report = build(ctx.obj["data"], ctx.obj["store"], force=force, guard=guard)
+        if not report.rebuilt:
+            click.echo(f"{report.store} is up to date ({report.triples} triples); nothing to do (--force rebuilds).")
+            return
+        counts = describe_counts(report.counts)
+        click.echo(f"Built {report.store}: {counts}; {report.triples} triples in {report.seconds:.2f} s.")
 
 
 # ------------------------------------------------------------------------------------------ import

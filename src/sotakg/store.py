@@ -71,10 +71,13 @@ class StoreLayout:
             if not name.startswith(self.path.name):
                 continue
             rest = name[len(self.path.name) :]
-            if rest.startswith((GENERATION_MARK, LINK_MARK)) and (
-                current is None or entry.resolve() != current.resolve()
-            ):
-                found.append(entry)
+            if not rest.startswith((GENERATION_MARK, LINK_MARK)):
+                continue
+            if current is not None and entry.resolve() == current.resolve():
+                continue
+            if entry.is_dir() and not entry.is_symlink() and generation_in_use(entry):
+                continue
+            found.append(entry)
         return found
 
 
@@ -115,6 +118,39 @@ def remove_path(path: Path) -> None:
         path.unlink(missing_ok=True)
     elif path.is_dir():
         shutil.rmtree(path, ignore_errors=True)
+
+
+class InterruptGuard:
+    """SIGINT and SIGTERM stop a build at once until it starts to commit; from then on they are held,
+    so the build finishes and its exit status tells the truth about what was committed."""
+
+    def __init__(self) -> None:
+        self.committing = False
+        self.held: list[int] = []
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        # Only the first signal interrupts: a second one must not cut short the cleanup the first began.
+        if self.committing or self.held:
+            self.held.append(signum)
+            return
+        self.held.append(signum)
+        raise KeyboardInterrupt
+
+    @contextmanager
+    def installed(self) -> Iterator[InterruptGuard]:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                # Once committed, a late signal must not turn the exit status into a failure.
+                signal.signal(sig, signal.SIG_IGN if self.committing else handler)
 
 
 # ------------------------------------------------------------------------------------- freshness
@@ -180,6 +216,37 @@ def is_fresh(data_dir: Path, layout: StoreLayout) -> bool:
 # ------------------------------------------------------------------------------------- opening
 
 
+READERS_LOCK = "readers.lock"
+_held_reader_locks: dict[Path, Any] = {}
+
+
+def hold_generation(generation: Path) -> None:
+    """Mark ``generation`` as in use by this process (until it exits), so no build deletes it.
+
+    A build swaps in a new generation and then deletes the old one only if no reader holds it;
+    otherwise a later build deletes it once its readers are gone.
+    """
+    if generation in _held_reader_locks:
+        return
+    handle = open(generation / READERS_LOCK, "a+")
+    fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+    _held_reader_locks[generation] = handle
+
+
+def generation_in_use(generation: Path) -> bool:
+    """Whether some process holds ``generation`` open for reading."""
+    lock = generation / READERS_LOCK
+    if not lock.exists():
+        return False
+    with open(lock, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return False
+
+
 def open_read_only(layout: StoreLayout) -> Store:
     """Open the current generation read-only (several readers and a builder may run at once)."""
     from pyoxigraph import Store
@@ -187,8 +254,10 @@ def open_read_only(layout: StoreLayout) -> Store:
     generation = layout.current_generation()
     if generation is None:
         raise StoreError(f"no store at {display_path(layout.path)}; run 'sotakg build' first")
+    generation = generation.resolve()
     try:
-        return Store.read_only(str((generation / DATABASE).resolve()))
+        hold_generation(generation)
+        return Store.read_only(str(generation / DATABASE))
     except OSError as error:
         raise StoreError(f"cannot open the store at {display_path(layout.path)}: {error}") from None
 
