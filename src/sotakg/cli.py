@@ -217,3 +217,171 @@ def export_index_command(ctx: click.Context, slug: str, output: Path | None) -> 
     from .formats import write_output
 
     write_output(export_index(open_graph(ctx), slug), output)
+
+
+# ------------------------------------------------------------------------ queries: canned, SPARQL, why
+
+
+def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """-f/--format for query results: a table, the W3C results formats, or RDF for graphs."""
+    from .results import ALL_FORMATS
+
+    return click.option(
+        "-f",
+        "--format",
+        "format_name",
+        type=click.Choice(ALL_FORMATS, case_sensitive=False),
+        default="table",
+        show_default=True,
+        help="table, csv, tsv, json or xml (W3C SPARQL results) for SELECT/ASK; "
+        "turtle, ntriples, jsonld ... for CONSTRUCT/DESCRIBE (table means Turtle there).",
+    )(func)
+
+
+def timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--timeout SECONDS: the query is stopped (an error, never a partial answer) after that long."""
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.0, min_open=True),
+        default=30.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Stop the query after this many seconds.",
+    )(func)
+
+
+def query_backend(ctx: click.Context):
+    """The backend queries run on: the embedded store, rebuilt first when the data changed."""
+    from .sparql import LocalBackend
+
+    return LocalBackend(ctx.obj["store"], data_dir=ctx.obj["data"])
+
+
+def table_width(output: Path | None) -> int | None:
+    """Cut table cells to the terminal's width; files and pipes get whole values."""
+    import os
+    import shutil
+    import sys
+
+    if output is not None and str(output) != "-":
+        return None
+    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
+@cli.command(name="queries")
+@click.argument("name", required=False)
+@click.option("--markdown", is_flag=True, help="Print the list as the README's Markdown table.")
+def queries_command(name: str | None, markdown: bool) -> None:
+    """List the canned queries, or show one in full.
+
+    The list gives each query's name, parameters and summary; with NAME, its
+    description, the form of each parameter and its SPARQL.
+
+    Example:
+
+        sotakg queries practices-citing
+    """
+    from .queries import find_canned, load_canned, queries_listing, queries_table_markdown, query_details
+
+    if name:
+        click.echo(query_details(find_canned(name)), nl=False)
+    else:
+        click.echo(queries_table_markdown() if markdown else queries_listing(load_canned()), nl=False)
+
+
+@cli.command(name="query")
+@click.argument("name")
+@click.option(
+    "-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable)."
+)
+@format_option
+@timeout_option
+@output_option
+@click.pass_context
+def query_command(
+    ctx: click.Context,
+    name: str,
+    params: tuple[str, ...],
+    format_name: str,
+    timeout: float,
+    output: Path | None,
+) -> None:
+    """Run a canned query (`sotakg queries` lists them).
+
+    Parameter values are bound to the query's variables as RDF terms, never
+    spliced into its text; a value of the wrong form is refused.
+
+    Example:
+
+        sotakg query practices-citing -p paper=LIT-051 --format csv
+    """
+    from .formats import write_output
+    from .queries import find_canned, parse_assignments, run_canned
+    from .results import format_result
+
+    query = find_canned(name)
+    result = run_canned(query_backend(ctx), query, parse_assignments(params), timeout)
+    write_output(format_result(result, format_name, table_width(output)), output)
+
+
+@cli.command(name="sparql")
+@click.argument("query", required=False)
+@click.option(
+    "--file",
+    "query_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Read the query from FILE (- for standard input).",
+)
+@format_option
+@timeout_option
+@output_option
+@click.pass_context
+def sparql_command(
+    ctx: click.Context,
+    query: str | None,
+    query_file: Path | None,
+    format_name: str,
+    timeout: float,
+    output: Path | None,
+) -> None:
+    """Run a read-only SPARQL query.
+
+    SELECT, ASK, CONSTRUCT or DESCRIBE, given as an argument, with --file, or on
+    standard input. The ontology's prefixes (sota:, id:, topic:, dcterms:,
+    skos:, prov:, cito:, rdf:, rdfs:, owl:, xsd:) are predeclared. Updates, SERVICE, LOAD and
+    FROM are refused.
+
+    Example:
+
+        sotakg sparql 'SELECT ?p WHERE { ?p sota:status sota:Rejected }' --format tsv
+    """
+    from .formats import write_output
+    from .results import format_result
+    from .sparql import read_query_text, run_query
+
+    text = read_query_text(query, query_file)
+    result = run_query(query_backend(ctx), text, None, timeout)
+    write_output(format_result(result, format_name, table_width(output)), output)
+
+
+@cli.command(name="why")
+@click.argument("record_id", metavar="ID")
+@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0, hidden=True)
+@click.pass_context
+def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
+    """Tell a record's provenance in prose.
+
+    For a practice: status, versions, rejection reason and the records it names,
+    papers, topic and the ADRs governing its filing. For a paper: the practices
+    resting on it. For an ADR: its supersession chain.
+
+    Example:
+
+        sotakg why SOTA-049
+    """
+    from .why import render_provenance, why
+
+    width = table_width(None) or 100
+    click.echo(render_provenance(why(query_backend(ctx), record_id, timeout), width), nl=False)

@@ -60,3 +60,43 @@ class RecordConflict(SotakgError):
 
 class ExportError(SotakgError):
     """An export cannot be written as asked."""
+
+
+# ------------------------------------------------------------------------------------- queries
+
+
+class QueryHeaderError(SotakgError):
+    """A canned query file (queries/*.rq) has a malformed grlc-style header."""
+
+
+class UnknownQuery(UsageProblem):
+    """No canned query has the name asked for."""
+
+
+class ParameterProblem(UsageProblem):
+    """A canned query's parameter is missing, unknown or does not have the expected form."""
+
+
+class QueryRefused(UsageProblem):
+    """A query would write to the store, reach the network or nest too deeply; it is not run."""
+
+
+class QuerySyntaxError(SotakgError):
+    """The query text is not valid SPARQL; ``line`` and ``column`` (1-based) say where."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+class QueryTimeout(SotakgError):
+    """The query ran longer than its time limit and was stopped; no partial result is given."""
+
+
+class QueryFailed(SotakgError):
+    """The query engine failed while running the query (it crashed or could not read the store)."""
+
+
+class RecordNotFound(SotakgError):
+    """No practice, paper or ADR has the identifier asked for."""

@@ -1,0 +1,411 @@
+"""``sotakg why ID``: one record's provenance told as readable text.
+
+One query fetches the record's neighbourhood (its own statements, the records it cites or names, the
+records that cite or name it, its versions, its topic and the ADRs governing the topic scheme with
+their supersession chains); the story is then read off those statements in Python. So ``why`` costs
+one query on any backend.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import textwrap
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import vocab as v
+from .errors import QueryFailed, RecordNotFound, UsageProblem
+from .results import SelectResult
+from .sparql import DEFAULT_TIMEOUT, Backend, run_query
+
+_ID_FORM = re.compile(r"[A-Za-z][A-Za-z0-9]*-\d+(-v\d+)?")
+_CHAIN = "(dcterms:replaces|^dcterms:replaces|dcterms:isReplacedBy|^dcterms:isReplacedBy)"
+
+NEIGHBOURHOOD_QUERY = f"""
+SELECT ?record ?s ?p ?o WHERE {{
+  {{
+    ?record (sota:reasonNames|cito:citesAsEvidence|sota:filedUnder|^dcterms:isVersionOf
+             |^cito:citesAsEvidence|^sota:reasonNames|^sota:governedBy)? ?s .
+  }}
+  UNION {{ ?record ^cito:citesAsEvidence/sota:currentVersion ?s . }}
+  UNION {{ ?record sota:filedUnder/skos:inScheme ?s . }}
+  UNION {{ ?record (sota:filedUnder/skos:inScheme/sota:governedBy)?/{_CHAIN}* ?s . }}
+  ?s ?p ?o .
+}}
+"""
+
+IDENTIFIERS_QUERY = """
+SELECT ?id WHERE {
+  ?record dcterms:identifier ?id ; a ?kind .
+  VALUES ?kind { sota:Practice sota:Paper sota:ADR }
+}
+"""
+
+KIND_NAMES = {v.PRACTICE: "practice", v.PAPER: "paper", v.ADR: "ADR", v.PRACTICE_VERSION: "version"}
+
+
+# ------------------------------------------------------------------------------------------ facts
+
+
+class Facts:
+    """Statements grouped by subject IRI, with accessors that read values as text."""
+
+    def __init__(self, result: SelectResult):
+        self._by_subject: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+        for row in result.dicts():
+            subject, predicate, value = row.get("s"), row.get("p"), row.get("o")
+            if subject is None or predicate is None or value is None:
+                continue
+            values = self._by_subject[str(getattr(subject, "value", subject))][
+                str(getattr(predicate, "value", predicate))
+            ]
+            if value not in values:
+                values.append(value)
+
+    def __contains__(self, iri: str) -> bool:
+        return iri in self._by_subject
+
+    def all(self, iri: str, predicate: str) -> list[Any]:
+        return list(self._by_subject.get(iri, {}).get(predicate, []))
+
+    def text(self, iri: str, predicate: str) -> str | None:
+        values = self.all(iri, predicate)
+        return values[0].value if values else None
+
+    def iris(self, iri: str, predicate: str) -> list[str]:
+        return sorted(value.value for value in self.all(iri, predicate) if hasattr(value, "value"))
+
+    def subjects(self, predicate: str, target: str) -> list[str]:
+        """Subjects that state ``predicate target``."""
+        return sorted(
+            subject
+            for subject, props in self._by_subject.items()
+            if any(getattr(value, "value", None) == target for value in props.get(predicate, []))
+        )
+
+    def kind(self, iri: str) -> str | None:
+        for type_iri in self.iris(iri, v.TYPE):
+            if type_iri in KIND_NAMES:
+                return KIND_NAMES[type_iri]
+        return None
+
+    def local(self, iri: str, predicate: str, namespace: str) -> str | None:
+        value = self.text(iri, predicate)
+        return value[len(namespace) :] if value and value.startswith(namespace) else value
+
+
+def _identifier(iri: str) -> str:
+    return iri[len(v.ID) :] if iri.startswith(v.ID) else iri
+
+
+# ------------------------------------------------------------------------------------------ the story
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A record mentioned in a story: its identifier, kind and a short description."""
+
+    id: str
+    kind: str | None
+    status: str | None = None
+    version: int | None = None
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class Governance:
+    """An ADR the topic scheme names as governing filing (``named``), and the supersession chain it
+    belongs to, oldest first: the last of the chain is the decision in force."""
+
+    named: Ref
+    chain: tuple[Ref, ...]
+
+    @property
+    def in_force(self) -> Ref:
+        return self.chain[-1] if self.chain else self.named
+
+
+@dataclass
+class Provenance:
+    """What ``why`` knows about one record. ``kind`` is practice, paper or ADR; the other fields are
+    filled for the kinds they apply to."""
+
+    id: str
+    kind: str
+    title: str | None = None
+    status: str | None = None
+    summary: str | None = None
+    versions: list[int] = field(default_factory=list)
+    current_version: int | None = None
+    topic: str | None = None
+    topic_label: str | None = None
+    governed_by: list[Governance] = field(default_factory=list)
+    reason: str | None = None
+    reason_names: list[Ref] = field(default_factory=list)
+    papers: list[Ref] = field(default_factory=list)
+    authors: str | None = None
+    year: str | None = None
+    arxiv: str | None = None
+    url: str | None = None
+    cited_by: list[Ref] = field(default_factory=list)
+    named_by: list[Ref] = field(default_factory=list)
+    chain: list[Ref] = field(default_factory=list)
+    governs: list[str] = field(default_factory=list)
+
+
+def why(backend: Backend, record_id: str, timeout: float = DEFAULT_TIMEOUT) -> Provenance:
+    """The provenance of the practice, paper or ADR ``record_id`` (a version id such as SOTA-017-v2
+    means its practice). RecordNotFound, with a close identifier when there is one, if it is unknown."""
+    from pyoxigraph import NamedNode, Variable
+
+    wanted = record_id.strip()
+    if not _ID_FORM.fullmatch(wanted):
+        raise UsageProblem(
+            f"{record_id!r} is not a record identifier; give one like SOTA-049, LIT-051 or ADR-026"
+        )
+    version = re.fullmatch(r"(.+)-v\d+", wanted)
+    if version:
+        wanted = version.group(1)
+    iri = v.record_iri(wanted)
+    result = run_query(backend, NEIGHBOURHOOD_QUERY, {Variable("record"): NamedNode(iri)}, timeout)
+    if not isinstance(result, SelectResult):
+        raise QueryFailed(f"{backend.label} answered the provenance query with something other than a table")
+    facts = Facts(result)
+    kind = facts.kind(iri) if iri in facts else None
+    if kind not in ("practice", "paper", "ADR"):
+        raise RecordNotFound(_not_found(backend, wanted, timeout))
+    story = Provenance(id=wanted, kind=kind or "")
+    story.title = facts.text(iri, v.TITLE)
+    story.status = facts.local(iri, v.HAS_STATUS, v.SOTA)
+    story.summary = facts.text(iri, v.SUMMARY)
+    story.named_by = [_ref(facts, p) for p in facts.subjects(v.REASON_NAMES, iri)]
+    if kind == "practice":
+        _practice(facts, iri, story)
+    elif kind == "paper":
+        _paper(facts, iri, story)
+    else:
+        story.chain = _adr_chain(facts, iri)
+        story.governs = [facts.text(s, v.TITLE) or _identifier(s) for s in facts.subjects(v.GOVERNED_BY, iri)]
+    return story
+
+
+def _not_found(backend: Backend, wanted: str, timeout: float) -> str:
+    result = run_query(backend, IDENTIFIERS_QUERY, None, timeout)
+    known = [row[0] for row in result.texts()] if isinstance(result, SelectResult) else []
+    close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.75)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return f"no practice, paper or ADR has the identifier {wanted}{hint}"
+
+
+def _version_of(facts: Facts, practice: str) -> int | None:
+    current = facts.text(practice, v.CURRENT_VERSION)
+    number = facts.text(current, v.VERSION_NUMBER) if current else None
+    if number is None and current and "-v" in current:
+        number = current.rsplit("-v", 1)[1]
+    return int(number) if number and number.isdigit() else None
+
+
+def _ref(facts: Facts, iri: str) -> Ref:
+    kind = facts.kind(iri)
+    label = facts.text(iri, v.TITLE)
+    if kind == "paper" and label is None:
+        label = _paper_label(facts, iri)
+    if kind == "ADR" and label is None:
+        label = facts.text(iri, v.SUMMARY)
+    return Ref(
+        id=_identifier(iri),
+        kind=kind,
+        status=facts.local(iri, v.HAS_STATUS, v.SOTA),
+        version=_version_of(facts, iri) if kind == "practice" else None,
+        label=label,
+    )
+
+
+def _paper_label(facts: Facts, iri: str) -> str | None:
+    authors, year = facts.text(iri, v.AUTHORS), facts.text(iri, v.YEAR)
+    if authors and year:
+        return f"{authors} ({year})"
+    return authors or year
+
+
+def _practice(facts: Facts, iri: str, story: Provenance) -> None:
+    story.current_version = _version_of(facts, iri)
+    numbers = []
+    for node in facts.subjects(v.IS_VERSION_OF, iri):
+        number = facts.text(node, v.VERSION_NUMBER)
+        if number and number.isdigit():
+            numbers.append(int(number))
+    story.versions = sorted(numbers) or ([story.current_version] if story.current_version else [])
+    topic = facts.text(iri, v.FILED_UNDER)
+    if topic:
+        story.topic = facts.text(topic, v.SLUG) or topic.removeprefix(v.TOPIC)
+        story.topic_label = facts.text(topic, v.PREF_LABEL)
+        for scheme in facts.iris(topic, v.IN_SCHEME):
+            for adr in facts.iris(scheme, v.GOVERNED_BY):
+                story.governed_by.append(Governance(_ref(facts, adr), tuple(_adr_chain(facts, adr))))
+    story.reason = facts.text(iri, v.REJECTION_REASON)
+    story.reason_names = [_ref(facts, named) for named in facts.iris(iri, v.REASON_NAMES)]
+    story.papers = [_paper_ref(facts, paper) for paper in facts.iris(iri, v.CITES)]
+
+
+def _paper_ref(facts: Facts, iri: str) -> Ref:
+    parts = [_paper_label(facts, iri)]
+    arxiv, url, title = facts.text(iri, v.ARXIV_ID), facts.text(iri, v.URL), facts.text(iri, v.TITLE)
+    if title:
+        parts.insert(0, title)
+    if arxiv:
+        parts.append(f"arXiv:{arxiv}")
+    if url:
+        parts.append(url)
+    return Ref(_identifier(iri), "paper", label=", ".join(p for p in parts if p))
+
+
+def _paper(facts: Facts, iri: str, story: Provenance) -> None:
+    story.authors = facts.text(iri, v.AUTHORS)
+    story.year = facts.text(iri, v.YEAR)
+    story.arxiv = facts.text(iri, v.ARXIV_ID)
+    story.url = facts.text(iri, v.URL)
+    topic = facts.text(iri, v.FILED_UNDER)
+    if topic:
+        story.topic = facts.text(topic, v.SLUG) or topic.removeprefix(v.TOPIC)
+        story.topic_label = facts.text(topic, v.PREF_LABEL)
+    story.cited_by = [_ref(facts, practice) for practice in facts.subjects(v.CITES, iri)]
+
+
+def _earlier(facts: Facts, adr: str) -> set[str]:
+    return set(facts.iris(adr, v.REPLACES)) | set(facts.subjects(v.IS_REPLACED_BY, adr))
+
+
+def _later(facts: Facts, adr: str) -> set[str]:
+    return set(facts.iris(adr, v.IS_REPLACED_BY)) | set(facts.subjects(v.REPLACES, adr))
+
+
+def _adr_chain(facts: Facts, adr: str) -> list[Ref]:
+    """The ADRs linked to ``adr`` by supersession, oldest first (by how many each supersedes)."""
+    seen = {adr}
+    frontier = [adr]
+    while frontier:
+        current = frontier.pop()
+        for other in _earlier(facts, current) | _later(facts, current):
+            if other not in seen:
+                seen.add(other)
+                frontier.append(other)
+
+    def depth(node: str, visiting: frozenset[str] = frozenset()) -> int:
+        earlier = _earlier(facts, node) - visiting
+        return 0 if not earlier else 1 + max(depth(e, visiting | {node}) for e in earlier)
+
+    return [_ref(facts, node) for node in sorted(seen, key=lambda n: (depth(n), n))]
+
+
+# ------------------------------------------------------------------------------------------ rendering
+
+
+def _wrap(text: str, **options: Any) -> list[str]:
+    # Identifiers and hyphenated terms (SOTA-048, fusion-buffer) stay whole on one line.
+    return textwrap.wrap(text, break_on_hyphens=False, break_long_words=False, **options)
+
+
+def _ref_line(ref: Ref, width: int, id_width: int, show_kind: bool) -> list[str]:
+    facts = [ref.kind if show_kind else None, f"v{ref.version}" if ref.version else None, ref.status]
+    head = ", ".join(f for f in facts if f)
+    text = " — ".join(part for part in (head, ref.label) if part)
+    return _wrap(
+        text or "(no details in the graph)",
+        width=max(width, 40),
+        initial_indent=f"  {ref.id.ljust(id_width)}  ",
+        subsequent_indent=" " * (id_width + 4),
+    ) or [f"  {ref.id}"]
+
+
+def _refs(title: str, refs: list[Ref], width: int, show_kind: bool = True) -> list[str]:
+    if not refs:
+        return []
+    id_width = max(len(r.id) for r in refs)
+    lines = [title]
+    for ref in refs:
+        lines += _ref_line(ref, width, id_width, show_kind)
+    return lines
+
+
+def _chain_text(chain: list[Ref]) -> str:
+    return " → ".join(f"{r.id} ({r.status})" if r.status else r.id for r in chain)
+
+
+def _governance_text(governance: Governance) -> str:
+    in_force = governance.in_force
+    earlier = [r.id for r in governance.chain if r.id != in_force.id]
+    text = in_force.id
+    notes = []
+    if earlier:
+        notes.append(f"superseding {', '.join(earlier)}")
+    if governance.named.id != in_force.id:
+        notes.append(f"the registry still names {governance.named.id}")
+    return f"{text} ({'; '.join(notes)})" if notes else text
+
+
+def _field(name: str, value: str, width: int) -> list[str]:
+    return _wrap(f"{name}: {value}", width=max(width, 40), subsequent_indent="  ")
+
+
+def render_provenance(story: Provenance, width: int = 100) -> str:
+    """The story as text lines no wider than ``width`` (long reasons and titles are wrapped)."""
+    lines: list[str] = []
+    if story.kind == "practice":
+        lines += _field(story.id, story.title or "(untitled)", width)
+        lines += _field("status", story.status or "none recorded", width)
+        if story.versions:
+            chain = " → ".join(
+                f"v{n} (current)" if n == story.current_version else f"v{n}" for n in story.versions
+            )
+            lines += _field("versions", chain, width)
+        if story.topic:
+            label = f" ({story.topic_label})" if story.topic_label else ""
+            lines += _field("topic", f"{story.topic}{label}", width)
+        if story.governed_by:
+            governing = ", ".join(_governance_text(g) for g in story.governed_by)
+            lines += _field("filing governed by", governing, width)
+        if story.reason:
+            lines += ["rejected because:"]
+            lines += _wrap(
+                story.reason, width=max(width, 40), initial_indent="  ", subsequent_indent="  "
+            )
+        lines += _refs("the reason names:", story.reason_names, width)
+        count = len(story.papers)
+        lines += _refs(f"rests on {count} paper{'s' if count != 1 else ''}:", story.papers, width, False)
+        if not story.papers:
+            lines.append("rests on no paper")
+    elif story.kind == "paper":
+        lines += _field(story.id, _paper_title(story), width)
+        if story.arxiv:
+            lines += _field("arXiv", f"{story.arxiv} (https://arxiv.org/abs/{story.arxiv})", width)
+        if story.url:
+            lines += _field("url", story.url, width)
+        if story.topic:
+            lines += _field("topic", story.topic, width)
+        count = len(story.cited_by)
+        title = f"{count} practice{'s rest' if count != 1 else ' rests'} on it:"
+        lines += _refs(title, story.cited_by, width, False)
+        if not story.cited_by:
+            lines.append("no practice rests on it")
+    else:
+        lines += _field(story.id, story.title or "decision record", width)
+        lines += _field("status", story.status or "none recorded", width)
+        if story.summary:
+            lines += _field("summary", story.summary, width)
+        if len(story.chain) > 1:
+            lines += _field("supersession chain (oldest first)", _chain_text(story.chain), width)
+        else:
+            lines.append("supersedes nothing and is superseded by nothing")
+        if story.governs:
+            lines += _field("governs", ", ".join(story.governs), width)
+    lines += _refs("named in the rejection reasons of:", story.named_by, width)
+    return "\n".join(lines) + "\n"
+
+
+def _paper_title(story: Provenance) -> str:
+    who = story.authors or "unknown authors"
+    when = f" ({story.year})" if story.year else ""
+    return f"{story.title}, {who}{when}" if story.title else f"{who}{when}"

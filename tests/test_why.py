@@ -1,0 +1,148 @@
+"""`sotakg why ID`: a record's provenance as readable text, for a practice, a paper and an ADR."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sotakg.cli import cli
+from sotakg.errors import RecordNotFound, UsageProblem
+from sotakg.sparql import LocalBackend
+from sotakg.why import render_provenance, why
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def assert_golden(name: str, text: str) -> None:
+    """Compare with tests/golden/NAME; SOTAKG_UPDATE_GOLDEN=1 rewrites the file instead."""
+    path = GOLDEN / name
+    if os.environ.get("SOTAKG_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(text.encode("utf-8"))
+    assert text == path.read_bytes().decode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def backend(built_store: tuple[Path, Path]) -> LocalBackend:
+    data, store = built_store
+    return LocalBackend(store, data_dir=data)
+
+
+def invoke(runner, built_store, *args: str, **kwargs):
+    data, store = built_store
+    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args], **kwargs)
+
+
+@pytest.mark.parametrize(
+    "record", ["SOTA-049", "SOTA-017", "SOTA-076", "SOTA-214", "LIT-051", "ADR-020", "ADR-026"]
+)
+def test_why_reads_well(runner, built_store, record):
+    result = invoke(runner, built_store, "why", record)
+    assert result.exit_code == 0, result.output
+    assert_golden(f"why-{record}.txt", result.stdout)
+
+
+def test_a_rejected_practice(backend):
+    story = why(backend, "SOTA-073")
+    assert (story.kind, story.status, story.versions, story.current_version) == (
+        "practice",
+        "Rejected",
+        [1],
+        1,
+    )
+    assert story.reason is not None and story.reason.startswith("states no signal, threshold or action")
+    assert [(r.id, r.kind, r.status) for r in story.reason_names] == [
+        ("LIT-051", "paper", None),
+        ("SOTA-048", "practice", "Active"),
+    ]
+    assert [r.id for r in story.papers] == ["LIT-051"]
+    assert (
+        story.papers[0].label
+        == "Jiang et al. (2020), https://www.usenix.org/conference/osdi20/presentation/jiang"
+    )
+    assert (story.topic, story.topic_label) == ("distributed-optimization", "Distributed optimization")
+    assert [(g.named.id, g.in_force.id, [r.id for r in g.chain]) for g in story.governed_by] == [
+        ("ADR-026", "ADR-026", ["ADR-020", "ADR-026"]),
+        ("ADR-059", "ADR-059", ["ADR-059"]),
+    ]
+
+
+def test_a_revised_practice_has_its_version_chain(backend):
+    story = why(backend, "SOTA-054")
+    assert (story.versions, story.current_version, story.status) == ([1, 2], 2, "Active")
+    assert [r.id for r in story.named_by] == ["SOTA-055", "SOTA-074"]
+    assert "versions: v1 → v2 (current)\n" in render_provenance(story)
+
+
+def test_a_version_id_means_its_practice(backend):
+    assert render_provenance(why(backend, "SOTA-017-v1")) == render_provenance(why(backend, "SOTA-017"))
+
+
+def test_a_paper(backend):
+    story = why(backend, "LIT-059")
+    assert (story.kind, story.authors, story.year, story.url) == (
+        "paper",
+        "Mohan et al.",
+        "2021",
+        "https://www.usenix.org/conference/fast21/presentation/mohan",
+    )
+    assert [(r.id, r.version, r.status) for r in story.cited_by] == [
+        ("SOTA-054", 2, "Active"),
+        ("SOTA-055", 1, "Rejected"),
+        ("SOTA-056", 1, "Active"),
+        ("SOTA-057", 1, "Active"),
+    ]
+    assert [r.id for r in story.named_by] == ["SOTA-055"]
+
+
+def test_an_adr_chain_is_the_same_from_either_end(backend):
+    for adr in ("ADR-020", "ADR-026"):
+        story = why(backend, adr)
+        assert [(r.id, r.status) for r in story.chain] == [("ADR-020", "Superseded"), ("ADR-026", None)]
+    assert why(backend, "ADR-026").governs == ["Topics"]
+    assert why(backend, "ADR-020").governs == []
+    lonely = why(backend, "ADR-059")
+    assert [r.id for r in lonely.chain] == ["ADR-059"]
+    assert "supersedes nothing and is superseded by nothing\n" in render_provenance(lonely)
+
+
+def test_text_is_wrapped_to_the_width(backend):
+    text = render_provenance(why(backend, "SOTA-049"), width=60)
+    lines = text.splitlines()
+    # a URL is never cut: it goes whole on a line of its own
+    assert all(len(line) <= 60 for line in lines if "https://" not in line)
+    assert "  collapses two different quantities into one unfollowable" in lines
+    assert lines[-2:] == [
+        "  LIT-051  Jiang et al. (2020),",
+        "           https://www.usenix.org/conference/osdi20/presentation/jiang",
+    ]
+
+
+def test_unknown_record_suggests_close_identifiers(runner, built_store, backend):
+    with pytest.raises(
+        RecordNotFound, match="^no practice, paper or ADR has the identifier SOTA-0499; did you mean SOTA-049"
+    ):
+        why(backend, "SOTA-0499")
+    result = invoke(runner, built_store, "why", "LIT-0511")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: no practice, paper or ADR has the identifier LIT-0511; did you mean LIT-051"
+    )
+    assert result.stdout == ""
+    far = invoke(runner, built_store, "why", "XYZ-123")
+    assert far.stderr == "Error: no practice, paper or ADR has the identifier XYZ-123\n"
+
+
+def test_a_topic_is_not_a_record(backend):
+    with pytest.raises(
+        UsageProblem, match="is not a record identifier; give one like SOTA-049, LIT-051 or ADR-026"
+    ):
+        why(backend, "distributed optimization")
+
+
+def test_not_an_identifier_exits_2(runner, built_store):
+    result = invoke(runner, built_store, "why", "<http://x/>")
+    assert result.exit_code == 2
+    assert "is not a record identifier" in result.stderr
