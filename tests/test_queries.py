@@ -94,9 +94,7 @@ def test_every_shipped_query_is_standalone_sparql():
 
     store = Store()
     for query in load_canned():
-        store.query(
-            query.text, substitutions=dict(bind_parameters(query, {p.name: p.example for p in query.params}))
-        )
+        store.query(query.text, substitutions=dict(bind_parameters(query, {p.name: p.example for p in query.params})))
 
 
 # ------------------------------------------------------------------------------------------ answers
@@ -123,9 +121,7 @@ def test_practices_citing(backend):
 def test_practices_citing_agrees_with_the_records(backend, built_store):
     anthology = load_anthology(built_store[0])
     for paper in anthology.of_kind("paper"):
-        expected = sorted(
-            f"id:{p.id}" for p in anthology.of_kind("practice") if paper.id in p.get("cites", [])
-        )
+        expected = sorted(f"id:{p.id}" for p in anthology.of_kind("practice") if paper.id in p.get("cites", []))
         assert column(backend, "practices-citing", "practice", paper=paper.id) == expected
 
 
@@ -180,9 +176,7 @@ def test_rejection_of(backend):
         ("id:ADR-020", "ADR", "Superseded"),
         ("id:ADR-026", "ADR", ""),
     ]
-    assert rows(backend, "rejection-of", practice="SOTA-047") == [
-        ("id:SOTA-047", "Active", "", "", "", "", "")
-    ]
+    assert rows(backend, "rejection-of", practice="SOTA-047") == [("id:SOTA-047", "Active", "", "", "", "", "")]
 
 
 def test_history_of_a_practice_and_of_an_adr(backend):
@@ -317,9 +311,7 @@ def test_the_curator_extras(backend):
     assert len(about) == 11
     full = rows(backend, "statements-about", resource="<https://w3id.org/sotakg/id/SOTA-049>")
     assert full == about
-    assert rows(backend, "topic-sizes") == [
-        ("distributed-optimization", "Distributed optimization", "42", "42", "0")
-    ]
+    assert rows(backend, "topic-sizes") == [("distributed-optimization", "Distributed optimization", "42", "42", "0")]
     assert [(r[0], r[1]) for r in rows(backend, "revised-practices")] == [
         ("id:SOTA-017", "2"),
         ("id:SOTA-018", "2"),
@@ -351,9 +343,9 @@ def test_parameters_become_terms():
     assert bind_parameters(find_canned("practices-mentioning"), {"text": INJECTION}) == {
         Variable("text"): Literal(INJECTION)
     }
-    assert bind_parameters(
-        find_canned("statements-about"), {"resource": "topic:distributed-optimization"}
-    ) == {Variable("resource"): NamedNode("https://w3id.org/sotakg/topic/distributed-optimization")}
+    assert bind_parameters(find_canned("statements-about"), {"resource": "topic:distributed-optimization"}) == {
+        Variable("resource"): NamedNode("https://w3id.org/sotakg/topic/distributed-optimization")
+    }
 
 
 @pytest.mark.parametrize(
@@ -432,7 +424,7 @@ def test_injection_is_only_a_string_that_matches_nothing(runner, built_store, ba
 
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert isinstance(count, SelectResult)
-    assert count.texts() == [("770",)]
+    assert count.texts() == [("771",)]
     assert len(rows(backend, "practices-citing", paper="LIT-051")) == 7
 
 
@@ -479,10 +471,7 @@ def test_queries_shows_one_in_full(runner):
         "practices-citing: The practices that cite a paper, with their version and status\n"
     )
     assert "Usage: sotakg query practices-citing -p paper=LIT-051\n" in result.stdout
-    assert (
-        "  paper (id): must look like LIT-051 (pattern ^LIT-\\d{3,}$) - the paper's identifier\n"
-        in result.stdout
-    )
+    assert "  paper (id): must look like LIT-051 (pattern ^LIT-\\d{3,}$) - the paper's identifier\n" in result.stdout
     assert "SELECT ?paper ?practice ?version ?status ?title WHERE {" in result.stdout
     assert "#+" not in result.stdout
 
@@ -555,9 +544,8 @@ def test_output_file_gets_the_whole_table(runner, built_store, tmp_path):
 def test_a_graph_format_for_a_table_is_refused(runner, built_store):
     result = invoke(runner, built_store, "query", "adrs", "--format", "turtle")
     assert result.exit_code == 2
-    assert (
-        "turtle is for CONSTRUCT and DESCRIBE results; a SELECT query takes --format table, csv, tsv, json"
-        in (result.stderr)
+    assert "turtle is for CONSTRUCT and DESCRIBE results; a SELECT query takes --format table, csv, tsv, json" in (
+        result.stderr
     )
 
 
@@ -565,8 +553,7 @@ def test_a_graph_format_for_a_table_is_refused(runner, built_store):
 
 GOOD_BODY = "SELECT ?paper ?x WHERE { ?x <http://purl.org/spar/cito/citesAsEvidence> ?paper }\n"
 GOOD_PARAM = (
-    "#+ params:\n#+   - name: paper\n#+     type: id\n"
-    "#+     pattern: '^LIT-\\d{3,}$'\n#+     example: LIT-051\n"
+    "#+ params:\n#+   - name: paper\n#+     type: id\n#+     pattern: '^LIT-\\d{3,}$'\n#+     example: LIT-051\n"
 )
 
 
@@ -598,13 +585,11 @@ def test_a_good_header_reads(tmp_path):
             "bad.rq: parameter paper has no type; the type must be one of id, iri, string, integer",
         ),
         (
-            "#+ summary: s\n#+ params:\n#+   - name: paper\n#+     type: date\n#+     example: x\n"
-            + GOOD_BODY,
+            "#+ summary: s\n#+ params:\n#+   - name: paper\n#+     type: date\n#+     example: x\n" + GOOD_BODY,
             "bad.rq: parameter paper has type 'date'",
         ),
         (
-            "#+ summary: s\n#+ params:\n#+   - name: paper\n#+     type: id\n#+     example: LIT-051\n"
-            + GOOD_BODY,
+            "#+ summary: s\n#+ params:\n#+   - name: paper\n#+     type: id\n#+     example: LIT-051\n" + GOOD_BODY,
             "bad.rq: parameter paper is an id and needs a pattern",
         ),
         (
@@ -641,9 +626,7 @@ def test_projection_check_understands_select_star_and_expressions(tmp_path):
     star = "#+ summary: s\n" + GOOD_PARAM + "SELECT * WHERE { ?x ?p ?paper }\n"
     assert read_canned(write_query(tmp_path, "star", star)).params[0].name == "paper"
     expression = (
-        "#+ summary: s\n"
-        + GOOD_PARAM
-        + "SELECT ?paper (COUNT(?x) AS ?n) WHERE { ?x ?p ?paper } GROUP BY ?paper\n"
+        "#+ summary: s\n" + GOOD_PARAM + "SELECT ?paper (COUNT(?x) AS ?n) WHERE { ?x ?p ?paper } GROUP BY ?paper\n"
     )
     assert read_canned(write_query(tmp_path, "expr", expression)).params[0].name == "paper"
 

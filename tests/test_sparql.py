@@ -133,9 +133,7 @@ def test_keywords_inside_strings_iris_names_and_comments_are_not_refused(backend
     )
     result = run_query(backend, text)
     assert isinstance(result, SelectResult)
-    assert result.texts() == [
-        ("DELETE WHERE { ?s ?p ?o } ; LOAD <http://x/>", "<http://example.org/service/from/add>")
-    ]
+    assert result.texts() == [("DELETE WHERE { ?s ?p ?o } ; LOAD <http://x/>", "<http://example.org/service/from/add>")]
 
 
 def test_cli_refusals_exit_2(runner, built_store):
@@ -159,7 +157,7 @@ def test_the_store_refuses_updates_even_past_the_check(backend):
         sparql._decode(answer, update)
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert isinstance(count, SelectResult)
-    assert count.texts() == [("770",)]
+    assert count.texts() == [("771",)]
 
 
 # ------------------------------------------------------------------------------------------ syntax errors
@@ -209,9 +207,7 @@ def test_a_runaway_query_times_out_and_its_worker_is_killed(backend, monkeypatch
 
     monkeypatch.setattr(os, "fork", fork)
     started = time.monotonic()
-    with pytest.raises(
-        QueryTimeout, match=r"^query ran longer than 1 s; raise --timeout or narrow the query$"
-    ):
+    with pytest.raises(QueryTimeout, match=r"^query ran longer than 1 s; raise --timeout or narrow the query$"):
         run_query(backend, SLOW, timeout=1)
     assert time.monotonic() - started < 5
     assert len(forked) == 1
@@ -250,9 +246,8 @@ def test_nesting_at_the_limit_runs(backend):
 def test_nesting_past_the_limit_is_refused(runner, built_store):
     result = invoke(runner, built_store, "sparql", nested(MAX_DEPTH + 1))
     assert result.exit_code == 2
-    assert (
-        "the query nests brackets 101 levels deep (line 1, column 122 reaches level 101); the limit is 100"
-        in (result.stderr)
+    assert "the query nests brackets 101 levels deep (line 1, column 122 reaches level 101); the limit is 100" in (
+        result.stderr
     )
 
 
@@ -296,8 +291,7 @@ def test_select_ask_construct_describe(backend):
     assert run_query(backend, "ASK { id:SOTA-049 sota:status sota:Active }") == AskResult(False)
     graph = run_query(
         backend,
-        "CONSTRUCT { ?p sota:rests ?paper } "
-        "WHERE { ?p cito:citesAsEvidence id:LIT-016 ; cito:citesAsEvidence ?paper }",
+        "CONSTRUCT { ?p sota:rests ?paper } WHERE { ?p cito:citesAsEvidence id:LIT-016 ; cito:citesAsEvidence ?paper }",
     )
     assert isinstance(graph, GraphResult)
     assert sorted(str(t.subject) for t in graph.triples) == [
@@ -323,9 +317,7 @@ def test_describe_as_turtle_and_ntriples(runner, built_store):
     )
     refused = invoke(runner, built_store, "sparql", "DESCRIBE id:SOTA-049", "--format", "csv")
     assert refused.exit_code == 2
-    assert (
-        "a CONSTRUCT or DESCRIBE query answers with triples: use --format turtle, ntriples" in refused.stderr
-    )
+    assert "a CONSTRUCT or DESCRIBE query answers with triples: use --format turtle, ntriples" in refused.stderr
 
 
 def test_ask_in_every_tabular_format(runner, built_store):
@@ -339,17 +331,11 @@ def test_ask_in_every_tabular_format(runner, built_store):
 
 
 def test_select_formats_from_the_command_line(runner, built_store):
-    query = (
-        "SELECT ?p ?v WHERE { ?p sota:currentVersion/sota:versionNumber ?v FILTER(?v > 1) } "
-        "ORDER BY ?p LIMIT 2"
-    )
+    query = "SELECT ?p ?v WHERE { ?p sota:currentVersion/sota:versionNumber ?v FILTER(?v > 1) } ORDER BY ?p LIMIT 2"
     table = invoke(runner, built_store, "sparql", query)
     assert table.stdout == "p            v\n-----------  -\nid:SOTA-017  2\nid:SOTA-018  2\n2 rows\n"
     tsv = invoke(runner, built_store, "sparql", query, "-f", "tsv")
-    assert (
-        tsv.stdout
-        == "?p\t?v\n<https://w3id.org/sotakg/id/SOTA-017>\t2\n<https://w3id.org/sotakg/id/SOTA-018>\t2\n"
-    )
+    assert tsv.stdout == "?p\t?v\n<https://w3id.org/sotakg/id/SOTA-017>\t2\n<https://w3id.org/sotakg/id/SOTA-018>\t2\n"
     document = json.loads(invoke(runner, built_store, "sparql", query, "-f", "json").stdout)
     assert document["head"] == {"vars": ["p", "v"]}
     assert len(document["results"]["bindings"]) == 2
@@ -385,12 +371,10 @@ def test_values_clause_escapes_what_it_binds(backend):
         }
     )
     assert (
-        clause == '\nVALUES (?text ?paper) { ("LIT-051\\" } ; DROP ALL ; #" '
-        "<https://w3id.org/sotakg/id/LIT-051>) }\n"
+        clause == '\nVALUES (?text ?paper) { ("LIT-051\\" } ; DROP ALL ; #" <https://w3id.org/sotakg/id/LIT-051>) }\n'
     )
     text = (
-        "SELECT ?text ?paper ?p WHERE "
-        "{ ?p cito:citesAsEvidence ?paper ; dcterms:title ?t FILTER(CONTAINS(?t, ?text)) }"
+        "SELECT ?text ?paper ?p WHERE { ?p cito:citesAsEvidence ?paper ; dcterms:title ?t FILTER(CONTAINS(?t, ?text)) }"
     )
     result = run_query(backend, text + clause)
     assert isinstance(result, SelectResult)

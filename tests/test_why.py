@@ -35,9 +35,7 @@ def invoke(runner, built_store, *args: str, **kwargs):
     return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args], **kwargs)
 
 
-@pytest.mark.parametrize(
-    "record", ["SOTA-049", "SOTA-017", "SOTA-076", "SOTA-214", "LIT-051", "ADR-020", "ADR-026"]
-)
+@pytest.mark.parametrize("record", ["SOTA-049", "SOTA-017", "SOTA-076", "SOTA-214", "LIT-051", "ADR-020", "ADR-026"])
 def test_why_reads_well(runner, built_store, record):
     result = invoke(runner, built_store, "why", record)
     assert result.exit_code == 0, result.output
@@ -58,10 +56,7 @@ def test_a_rejected_practice(backend):
         ("SOTA-048", "practice", "Active"),
     ]
     assert [r.id for r in story.papers] == ["LIT-051"]
-    assert (
-        story.papers[0].label
-        == "Jiang et al. (2020), https://www.usenix.org/conference/osdi20/presentation/jiang"
-    )
+    assert story.papers[0].label == "Jiang et al. (2020), https://www.usenix.org/conference/osdi20/presentation/jiang"
     assert (story.topic, story.topic_label) == ("distributed-optimization", "Distributed optimization")
     assert [(g.named.id, g.in_force.id, [r.id for r in g.chain]) for g in story.governed_by] == [
         ("ADR-026", "ADR-026", ["ADR-020", "ADR-026"]),
@@ -136,9 +131,7 @@ def test_unknown_record_suggests_close_identifiers(runner, built_store, backend)
 
 
 def test_a_topic_is_not_a_record(backend):
-    with pytest.raises(
-        UsageProblem, match="is not a record identifier; give one like SOTA-049, LIT-051 or ADR-026"
-    ):
+    with pytest.raises(UsageProblem, match="is not a record identifier; give one like SOTA-049, LIT-051 or ADR-026"):
         why(backend, "distributed optimization")
 
 

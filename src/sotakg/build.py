@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .records import Anthology, load_anthology
+from .sources import max_file_bytes
+
+if TYPE_CHECKING:
+    from .records import Anthology
 from .store import (
     DATABASE,
-    MANIFEST,
+    DataSnapshot,
     InterruptGuard,
     StoreLayout,
     build_lock,
-    content_hashes,
-    fingerprint,
     generation_in_use,
     read_manifest,
     remove_path,
-    source_files,
+    snapshot,
+    write_manifest,
 )
 
 
@@ -56,10 +59,10 @@ def build(
             remove_path(leftover)
         current = layout.current_generation()
         manifest = read_manifest(current)
-        files = source_files(data_dir) if data_dir.is_dir() else {}
-        hashes = content_hashes(data_dir, files, manifest.get("files", {}))
-        print_id = fingerprint(data_dir, hashes)
-        if not force and current is not None and manifest.get("fingerprint") == print_id:
+        data = snapshot(data_dir, current, need_hashes=force)
+        if not force and current is not None and manifest.get("fingerprint") == data.fingerprint:
+            if data.hashes:  # files were touched but not changed: remember their new times
+                write_manifest(current, data, manifest.get("counts", {}), manifest.get("triples", 0))
             return BuildReport(
                 store_path,
                 False,
@@ -67,19 +70,16 @@ def build(
                 manifest.get("triples", 0),
                 time.perf_counter() - started,
             )
-        anthology = load_anthology(data_dir)
+        from .records import load_anthology
+
+        contents = _read_all(data)
+        anthology = load_anthology(data_dir, data.sources, contents)
         generation = layout.new_generation()
         committed = False
         try:
             triples = _load_generation(generation / DATABASE, anthology)
             counts = anthology.counts()
-            manifest = {
-                "fingerprint": print_id,
-                "files": {name: [*files[name], hashes[name]] for name in files},
-                "counts": counts,
-                "triples": triples,
-            }
-            (generation / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            write_manifest(generation, data, counts, triples)
             if guard is not None:
                 guard.committing = True
             _swap_link(layout, generation)
@@ -92,17 +92,29 @@ def build(
     return BuildReport(store_path, True, counts, triples, time.perf_counter() - started)
 
 
+def _read_all(data: DataSnapshot) -> dict[str, bytes]:
+    """The bytes of every record file within the size limit (those read for hashing are reused);
+    a file that cannot be read is left out here and reported by read_record, naming it."""
+    contents = dict(data.contents)
+    limit = max_file_bytes()
+    for source in data.sources:
+        if source.relative not in contents and source.size <= limit and source.kind is not None:
+            with contextlib.suppress(OSError):
+                contents[source.relative] = Path(source.path).read_bytes()
+    return contents
+
+
 def _load_generation(database: Path, anthology: Anthology) -> int:
     from pyoxigraph import RdfFormat, Store
 
-    from .rdf import anthology_triples, as_quads
+    from .rdf import anthology_ntriples
     from .resources import ontology_path
 
     database.parent.mkdir(parents=True)
     store = Store(str(database))
     try:
         store.bulk_load(path=str(ontology_path()), format=RdfFormat.TURTLE)
-        store.bulk_extend(as_quads(anthology_triples(anthology)))
+        store.bulk_load(anthology_ntriples(anthology), format=RdfFormat.N_TRIPLES)
         store.flush()
         return len(store)
     finally:

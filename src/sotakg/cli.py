@@ -10,7 +10,6 @@ import click
 
 from . import __version__
 from .errors import SotakgError, UsageProblem
-from .records import describe_counts
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -75,6 +74,15 @@ def cli(ctx: click.Context, data_dir: Path, store_path: Path) -> None:
         sotakg build && sotakg export index --topic distributed-optimization
     """
     ctx.obj = {"data": data_dir, "store": store_path}
+
+
+PLURALS = {"practice": "practices", "paper": "papers", "adr": "ADRs", "topic": "topics", "registry": "registry"}
+
+
+def describe_counts(counts: dict[str, int]) -> str:
+    """``{"practice": 42, ...}`` as ``42 practices, ...``."""
+    singular = {"adr": "ADR"}
+    return ", ".join(f"{n} {PLURALS[kind] if n != 1 else singular.get(kind, kind)}" for kind, n in counts.items())
 
 
 def output_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -293,9 +301,7 @@ def queries_command(name: str | None, markdown: bool) -> None:
 
 @cli.command(name="query")
 @click.argument("name")
-@click.option(
-    "-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable)."
-)
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable).")
 @format_option
 @timeout_option
 @output_option

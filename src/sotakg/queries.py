@@ -118,9 +118,7 @@ def find_canned(name: str, directory: Path | None = None) -> CannedQuery:
     names = [q.name for q in queries]
     close = difflib.get_close_matches(name, names, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
-    raise UnknownQuery(
-        f"no canned query called {name!r}; {hint}'sotakg queries' lists them: {', '.join(names)}"
-    )
+    raise UnknownQuery(f"no canned query called {name!r}; {hint}'sotakg queries' lists them: {', '.join(names)}")
 
 
 def read_canned(path: Path) -> CannedQuery:

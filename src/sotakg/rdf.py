@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
@@ -22,104 +22,127 @@ def iri(value: str) -> NamedNode:
     return node
 
 
-def _text(value: str) -> Literal:
-    return Literal(value)
+class Lit(NamedTuple):
+    """A literal in a statement: its lexical form and datatype IRI (None for a plain string)."""
+
+    value: str
+    datatype: str | None = None
 
 
-def _integer(value: int) -> Literal:
-    return Literal(str(value), datatype=iri(v.XSD_INTEGER))
+#: A statement: subject IRI, predicate IRI, and an object that is an IRI (str) or a Lit.
+Statement = tuple[str, str, "str | Lit"]
 
 
-def _year(value: int) -> Literal:
-    return Literal(f"{value:04d}" if value >= 0 else str(value), datatype=iri(v.XSD_GYEAR))
+def record_subject(record: Record) -> str:
+    """The IRI of a record's subject."""
+    if record.kind == "topic":
+        return v.topic_iri(record.id)
+    if record.kind == "registry":
+        return v.TOPIC_SCHEME_IRI
+    return v.record_iri(record.id)
 
 
 def record_node(record: Record) -> NamedNode:
-    """The IRI of a record's subject."""
-    if record.kind == "topic":
-        return iri(v.topic_iri(record.id))
-    if record.kind == "registry":
-        return iri(v.TOPIC_SCHEME_IRI)
-    return iri(v.record_iri(record.id))
+    """The IRI of a record's subject, as a pyoxigraph term."""
+    return iri(record_subject(record))
 
 
-def record_triples(record: Record) -> Iterator[Triple]:
-    """The triples that state one record."""
+def _integer(value: int) -> Lit:
+    return Lit(str(value), v.XSD_INTEGER)
+
+
+def _year(value: int) -> Lit:
+    return Lit(f"{value:04d}" if value >= 0 else str(value), v.XSD_GYEAR)
+
+
+def record_statements(record: Record) -> Iterator[Statement]:
+    """The statements that state one record: the one definition of the records-to-RDF mapping."""
     f = record.fields
-    s = record_node(record)
-    t = iri(v.TYPE)
+    s = record_subject(record)
+    t = v.TYPE
 
-    def lit(prop: str, name: str) -> Iterator[Triple]:
+    def lit(prop: str, name: str) -> Iterator[Statement]:
         if name in f:
-            yield Triple(s, iri(prop), _text(f[name]))
+            yield s, prop, Lit(f[name])
 
-    def refs(prop: str, name: str) -> Iterator[Triple]:
+    def refs(prop: str, name: str) -> Iterator[Statement]:
         for target in f.get(name, []):
-            yield Triple(s, iri(prop), iri(v.record_iri(target)))
+            yield s, prop, v.record_iri(target)
 
     if record.kind == "practice":
-        yield Triple(s, t, iri(v.PRACTICE))
-        yield Triple(s, iri(v.IDENTIFIER), _text(record.id))
+        yield s, t, v.PRACTICE
+        yield s, v.IDENTIFIER, Lit(record.id)
         yield from lit(v.TITLE, "title")
         yield from lit(v.SUMMARY, "summary")
         if "status" in f:
-            yield Triple(s, iri(v.HAS_STATUS), iri(v.status_iri(f["status"])))
+            yield s, v.HAS_STATUS, v.status_iri(f["status"])
         yield from lit(v.REJECTION_REASON, "reason")
         yield from refs(v.REASON_NAMES, "reason_names")
         yield from refs(v.CITES, "cites")
         if "topic" in f:
-            yield Triple(s, iri(v.FILED_UNDER), iri(v.topic_iri(f["topic"])))
+            yield s, v.FILED_UNDER, v.topic_iri(f["topic"])
         if "version" in f:
             number = f["version"]
-            current = iri(v.version_iri(record.id, number))
-            yield Triple(s, iri(v.CURRENT_VERSION), current)
+            yield s, v.CURRENT_VERSION, v.version_iri(record.id, number)
             for n in range(1, max(number, 0) + 1):
-                node = iri(v.version_iri(record.id, n))
-                yield Triple(node, t, iri(v.PRACTICE_VERSION))
-                yield Triple(node, iri(v.VERSION_NUMBER), _integer(n))
-                yield Triple(node, iri(v.IS_VERSION_OF), s)
+                node = v.version_iri(record.id, n)
+                yield node, t, v.PRACTICE_VERSION
+                yield node, v.VERSION_NUMBER, _integer(n)
+                yield node, v.IS_VERSION_OF, s
                 if n > 1:
-                    yield Triple(node, iri(v.WAS_REVISION_OF), iri(v.version_iri(record.id, n - 1)))
+                    yield node, v.WAS_REVISION_OF, v.version_iri(record.id, n - 1)
     elif record.kind == "paper":
-        yield Triple(s, t, iri(v.PAPER))
-        yield Triple(s, iri(v.IDENTIFIER), _text(record.id))
+        yield s, t, v.PAPER
+        yield s, v.IDENTIFIER, Lit(record.id)
         yield from lit(v.TITLE, "title")
         yield from lit(v.AUTHORS, "authors")
         if "year" in f:
-            yield Triple(s, iri(v.YEAR), _year(f["year"]))
+            yield s, v.YEAR, _year(f["year"])
         yield from lit(v.ARXIV_ID, "arxiv")
         if "url" in f:
-            yield Triple(s, iri(v.URL), Literal(f["url"], datatype=iri(v.XSD_ANYURI)))
+            yield s, v.URL, Lit(f["url"], v.XSD_ANYURI)
         if "topic" in f:
-            yield Triple(s, iri(v.FILED_UNDER), iri(v.topic_iri(f["topic"])))
+            yield s, v.FILED_UNDER, v.topic_iri(f["topic"])
     elif record.kind == "adr":
-        yield Triple(s, t, iri(v.ADR))
-        yield Triple(s, iri(v.IDENTIFIER), _text(record.id))
+        yield s, t, v.ADR
+        yield s, v.IDENTIFIER, Lit(record.id)
         yield from lit(v.TITLE, "title")
         if "status" in f:
-            yield Triple(s, iri(v.HAS_STATUS), iri(v.status_iri(f["status"])))
+            yield s, v.HAS_STATUS, v.status_iri(f["status"])
         yield from lit(v.SUMMARY, "summary")
         yield from refs(v.REPLACES, "supersedes")
         if "superseded_by" in f:
-            yield Triple(s, iri(v.IS_REPLACED_BY), iri(v.record_iri(f["superseded_by"])))
+            yield s, v.IS_REPLACED_BY, v.record_iri(f["superseded_by"])
     elif record.kind == "topic":
-        yield Triple(s, t, iri(v.TOPIC_CLASS))
-        yield Triple(s, t, iri(v.SKOS + "Concept"))
-        yield Triple(s, iri(v.IDENTIFIER), _text(record.id))
-        yield Triple(s, iri(v.SLUG), _text(record.id))
-        yield Triple(s, iri(v.IN_SCHEME), iri(v.TOPIC_SCHEME_IRI))
+        yield s, t, v.TOPIC_CLASS
+        yield s, t, v.SKOS + "Concept"
+        yield s, v.IDENTIFIER, Lit(record.id)
+        yield s, v.SLUG, Lit(record.id)
+        yield s, v.IN_SCHEME, v.TOPIC_SCHEME_IRI
         yield from lit(v.PREF_LABEL, "label")
         yield from lit(v.SCOPE_NOTE, "scope")
         if "declared_size" in f:
-            yield Triple(s, iri(v.DECLARED_SIZE), _integer(f["declared_size"]))
+            yield s, v.DECLARED_SIZE, _integer(f["declared_size"])
     elif record.kind == "registry":
-        yield Triple(s, t, iri(v.TOPIC_SCHEME))
-        yield Triple(s, t, iri(v.SKOS + "ConceptScheme"))
+        yield s, t, v.TOPIC_SCHEME
+        yield s, t, v.SKOS + "ConceptScheme"
         yield from lit(v.TITLE, "title")
         yield from lit(v.DESCRIPTION, "description")
         if "declared_size" in f:
-            yield Triple(s, iri(v.DECLARED_SIZE), _integer(f["declared_size"]))
+            yield s, v.DECLARED_SIZE, _integer(f["declared_size"])
         yield from refs(v.GOVERNED_BY, "governed_by")
+
+
+def record_triples(record: Record) -> Iterator[Triple]:
+    """The statements of one record as pyoxigraph triples."""
+    for subject, predicate, obj in record_statements(record):
+        if isinstance(obj, Lit):
+            term: NamedNode | Literal = (
+                Literal(obj.value) if obj.datatype is None else Literal(obj.value, datatype=iri(obj.datatype))
+            )
+        else:
+            term = iri(obj)
+        yield Triple(iri(subject), iri(predicate), term)
 
 
 def anthology_triples(anthology: Anthology) -> Iterator[Triple]:
@@ -132,6 +155,26 @@ def as_quads(triples: Iterable[Triple]) -> Iterator[Quad]:
     """Triples as quads in the default graph."""
     for triple in triples:
         yield Quad(triple.subject, triple.predicate, triple.object)
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
+
+
+def anthology_ntriples(anthology: Anthology) -> bytes:
+    """Every statement of every record as N-Triples, the fastest way into a bulk load."""
+    lines: list[str] = []
+    append = lines.append
+    for record in anthology.records:
+        for subject, predicate, obj in record_statements(record):
+            if isinstance(obj, Lit):
+                text = obj.value.translate(_ESCAPES)
+                if obj.datatype is None:
+                    append(f'<{subject}> <{predicate}> "{text}" .\n')
+                else:
+                    append(f'<{subject}> <{predicate}> "{text}"^^<{obj.datatype}> .\n')
+            else:
+                append(f"<{subject}> <{predicate}> <{obj}> .\n")
+    return "".join(lines).encode("utf-8")
 
 
 # ------------------------------------------------------------------------------------ RDF -> records

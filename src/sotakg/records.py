@@ -7,7 +7,6 @@ never recurses, and keeps the line of every field for error messages and validat
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,9 +16,27 @@ from typing import Any
 import yaml
 
 from .errors import DataError, DataFolderMissing, Problem
+from .fastyaml import parse_canonical
+from .sources import (
+    FOLDER_KINDS,
+    REGISTRY_FILE,
+    SourceFile,
+    atomic_write_text,
+    display_path,
+    max_file_bytes,
+    scan_sources,
+)
 
-#: Files larger than this are refused before they are parsed (``SOTAKG_MAX_FILE_BYTES`` overrides).
-DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
+__all__ = [
+    "atomic_write_text",
+    "SourceFile",
+    "display_path",
+    "max_file_bytes",
+    "scan_sources",
+    "REGISTRY_FILE",
+    "FOLDER_KINDS",
+]
+
 MAX_DEPTH = 32
 
 IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -116,9 +133,8 @@ KINDS: dict[str, KindSpec] = {
     )
 }
 
-REGISTRY_FILE = "registry.yaml"
 REGISTRY_ID = "registry"
-FOLDER_KINDS = {spec.folder: spec.kind for spec in KINDS.values() if spec.folder}
+assert FOLDER_KINDS == {spec.folder: spec.kind for spec in KINDS.values() if spec.folder}
 
 
 @dataclass
@@ -169,19 +185,6 @@ class SourceRefusal(Exception):
         super().__init__(message)
         self.line = line
         self.message = message
-
-
-def display_path(path: Path) -> str:
-    """A path as messages show it: relative to the working directory when it is below it."""
-    try:
-        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
-    except ValueError:
-        return str(path)
-
-
-def max_file_bytes() -> int:
-    value = os.environ.get("SOTAKG_MAX_FILE_BYTES")
-    return int(value) if value and value.isdigit() else DEFAULT_MAX_FILE_BYTES
 
 
 def decode(data: bytes) -> str:
@@ -391,27 +394,36 @@ def _check_field(spec: FieldSpec, value: Any, text: str | None) -> str | None:
     raise AssertionError(spec.type)
 
 
-def read_record(path: Path, kind: str, shown: str | None = None) -> Record:
-    """Read and check one record file. Raises DataError naming the file, line and record."""
+def read_record(path: Path, kind: str, shown: str | None = None, data: bytes | None = None) -> Record:
+    """Read and check one record file (or its already read ``data``).
+
+    Raises DataError naming the file, line and record."""
     shown = shown or display_path(path)
     fallback_id = path.stem if kind != "registry" else REGISTRY_ID
     try:
-        size = path.stat().st_size
-        limit = max_file_bytes()
-        if size > limit:
-            raise SourceRefusal(
-                None, f"file is {size} bytes, over the {limit}-byte limit (raise it with SOTAKG_MAX_FILE_BYTES)"
-            )
-        text = decode(path.read_bytes())
-        declared = DECLARED_ID_RE.search(text)
-        if declared and kind != "registry":
-            fallback_id = declared[1]
-        values, lines, texts, start = parse_yaml_mapping(text)
+        if data is None:
+            limit = max_file_bytes()
+            size = path.stat().st_size
+            if size > limit:
+                raise SourceRefusal(None, too_large(size, limit))
+            data = path.read_bytes()
+        text = decode(data)
+        parsed = parse_canonical(text)
+        if parsed is None:
+            declared = DECLARED_ID_RE.search(text)
+            if declared and kind != "registry":
+                fallback_id = declared[1]
+            parsed = parse_yaml_mapping(text)
+        values, lines, texts, start = parsed
     except SourceRefusal as refusal:
         raise DataError([Problem(shown, refusal.line, fallback_id, refusal.message)]) from None
     except OSError as error:
         raise DataError([Problem(shown, None, fallback_id, f"cannot read: {error.strerror}")]) from None
     return check_record(kind, values, shown, lines, texts, start)
+
+
+def too_large(size: int, limit: int) -> str:
+    return f"file is {size} bytes, over the {limit}-byte limit (raise it with SOTAKG_MAX_FILE_BYTES)"
 
 
 def check_record(
@@ -451,23 +463,17 @@ def check_record(
 
 def record_files(data_dir: Path) -> Iterator[tuple[Path, str | None]]:
     """Every YAML file of a data folder with the kind its folder implies (None: not a known folder)."""
-    for root, dirs, files in os.walk(data_dir):
-        dirs.sort()
-        rel = Path(root).relative_to(data_dir)
-        for name in sorted(files):
-            if not name.endswith((".yaml", ".yml")) or name.startswith("."):
-                continue
-            path = Path(root) / name
-            if rel == Path("."):
-                yield path, "registry" if name == REGISTRY_FILE else None
-            elif len(rel.parts) == 1 and rel.parts[0] in FOLDER_KINDS:
-                yield path, FOLDER_KINDS[rel.parts[0]]
-            else:
-                yield path, None
+    for source in scan_sources(data_dir):
+        yield Path(source.path), source.kind
 
 
-def load_anthology(data_dir: Path) -> Anthology:
-    """Read every record of ``data_dir``; raise DataError listing every problem found."""
+def load_anthology(
+    data_dir: Path, sources: list[SourceFile] | None = None, contents: dict[str, bytes] | None = None
+) -> Anthology:
+    """Read every record of ``data_dir``; raise DataError listing every problem found.
+
+    ``sources`` and ``contents`` (file bytes by relative path) let a caller that already scanned
+    and read the folder avoid doing it twice."""
     if not data_dir.is_dir():
         raise DataFolderMissing(
             f"data folder {display_path(data_dir)} does not exist; pass --data DIR or create it "
@@ -475,14 +481,17 @@ def load_anthology(data_dir: Path) -> Anthology:
         )
     problems: list[Problem] = []
     records: list[Record] = []
-    for path, kind in record_files(data_dir):
-        shown = display_path(path)
-        if kind is None:
+    for source in sources if sources is not None else scan_sources(data_dir):
+        if source.kind is None:
             folders = ", ".join(sorted(FOLDER_KINDS))
-            problems.append(Problem(shown, None, path.stem, f"not in a record folder; move it into one of: {folders}"))
+            stem = Path(source.relative).stem
+            problems.append(
+                Problem(source.shown, None, stem, f"not in a record folder; move it into one of: {folders}")
+            )
             continue
+        data = contents.get(source.relative) if contents is not None else None
         try:
-            records.append(read_record(path, kind, shown))
+            records.append(read_record(Path(source.path), source.kind, source.shown, data))
         except DataError as error:
             problems.extend(error.problems)
     problems.extend(_duplicate_problems(records))
@@ -543,28 +552,3 @@ def dump_record(record: Record) -> str:
                 )
             )
     return "".join(lines) or "{}\n"
-
-
-PLURALS = {"practice": "practices", "paper": "papers", "adr": "ADRs", "topic": "topics", "registry": "registry"}
-
-
-def describe_counts(counts: dict[str, int]) -> str:
-    """``{"practice": 42, ...}`` as ``42 practices, ...`` for messages."""
-    return ", ".join(
-        f"{n} {PLURALS.get(kind, kind) if n != 1 else kind.replace('adr', 'ADR')}" for kind, n in counts.items()
-    )
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()

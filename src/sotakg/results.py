@@ -215,11 +215,7 @@ def sparql_json(result: SelectResult | AskResult) -> dict[str, Any]:
     if isinstance(result, AskResult):
         return {"head": {}, "boolean": result.value}
     bindings = [
-        {
-            name: term_json(value)
-            for name, value in zip(result.variables, row, strict=True)
-            if value is not None
-        }
+        {name: term_json(value) for name, value in zip(result.variables, row, strict=True) if value is not None}
         for row in result.rows
     ]
     return {"head": {"vars": list(result.variables)}, "results": {"bindings": bindings}}
@@ -242,15 +238,13 @@ def format_result(result: QueryResult, format_name: str = "table", width: int | 
         if name not in GRAPH_FORMATS:
             hint = " (jsonld for JSON)" if name == "json" else ""
             raise UsageProblem(
-                "a CONSTRUCT or DESCRIBE query answers with triples: use --format "
-                f"{', '.join(GRAPH_FORMATS)}{hint}"
+                f"a CONSTRUCT or DESCRIBE query answers with triples: use --format {', '.join(GRAPH_FORMATS)}{hint}"
             )
         return format_graph(result, name)
     if name not in TABULAR_FORMATS:
         kind = "an ASK" if isinstance(result, AskResult) else "a SELECT"
         raise UsageProblem(
-            f"{name} is for CONSTRUCT and DESCRIBE results; {kind} query takes --format "
-            f"{', '.join(TABULAR_FORMATS)}"
+            f"{name} is for CONSTRUCT and DESCRIBE results; {kind} query takes --format {', '.join(TABULAR_FORMATS)}"
         )
     if name == "table":
         if isinstance(result, AskResult):

@@ -206,9 +206,7 @@ def _tidy_expected(detail: str) -> str:
     """pyoxigraph lists every token it expected, character classes included; keep the readable ones."""
     if not detail.startswith("expected one of "):
         return detail
-    items = [
-        item for item in _EXPECTED_ITEM.findall(detail[len("expected one of ") :]) if not item.startswith("[")
-    ]
+    items = [item for item in _EXPECTED_ITEM.findall(detail[len("expected one of ") :]) if not item.startswith("[")]
     if not items:
         return "unexpected text"
     shown = ", ".join(items[:MAX_EXPECTED]) + (", …" if len(items) > MAX_EXPECTED else "")
@@ -245,9 +243,7 @@ class Backend(Protocol):
     @property
     def label(self) -> str: ...
 
-    def run(
-        self, text: str, bindings: Bindings | None = None, timeout: float = DEFAULT_TIMEOUT
-    ) -> QueryResult: ...
+    def run(self, text: str, bindings: Bindings | None = None, timeout: float = DEFAULT_TIMEOUT) -> QueryResult: ...
 
 
 @dataclass
@@ -285,9 +281,7 @@ class LocalBackend:
             raise StoreError(f"no store at {display_path(self.store_path)}; run 'sotakg build' first")
         return (generation / DATABASE).resolve()
 
-    def run(
-        self, text: str, bindings: Bindings | None = None, timeout: float = DEFAULT_TIMEOUT
-    ) -> QueryResult:
+    def run(self, text: str, bindings: Bindings | None = None, timeout: float = DEFAULT_TIMEOUT) -> QueryResult:
         """Check the query, run it on the store in a worker process, and read its answer."""
         check_query(text, self.max_depth)
         database = str(self.database())
@@ -398,9 +392,7 @@ def run_in_worker(work: Callable[[], bytes], timeout: float) -> bytes:
             remaining = deadline - time.monotonic()
             ready = select.select([read_end], [], [], max(remaining, 0))[0] if remaining > 0 else []
             if not ready:
-                raise QueryTimeout(
-                    f"query ran longer than {timeout:g} s; raise --timeout or narrow the query"
-                )
+                raise QueryTimeout(f"query ran longer than {timeout:g} s; raise --timeout or narrow the query")
             chunk = os.read(read_end, 1 << 16)
             if not chunk:
                 break

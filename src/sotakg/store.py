@@ -17,20 +17,21 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import StoreBusy, StoreError
-from .records import display_path, record_files
 from .resources import ontology_path
+from .sources import SourceFile, atomic_write_text, display_path, max_file_bytes, scan_sources
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
 
 DEFAULT_STORE = Path(".sotakg/store")
 MANIFEST = "build.json"
+FILE_TABLE = "files.json"
 DATABASE = "oxigraph"
 GENERATION_MARK = ".gen-"
 LINK_MARK = ".link-"
@@ -160,13 +161,54 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def source_files(data_dir: Path) -> dict[str, tuple[int, int]]:
-    """Every file a build reads, relative to the data folder, with its size and modification time."""
-    files = {}
-    for path, _kind in record_files(data_dir):
-        stat = path.stat()
-        files[str(path.relative_to(data_dir))] = (stat.st_size, stat.st_mtime_ns)
-    return files
+@dataclass
+class DataSnapshot:
+    """The data folder as a build would read it: its files, one fingerprint of their content, and the
+    bytes of the files that had to be read to hash them."""
+
+    sources: list[SourceFile]
+    stat_digest: str
+    fingerprint: str
+    hashes: dict[str, str] = field(default_factory=dict)
+    contents: dict[str, bytes] = field(default_factory=dict)
+
+    def file_table(self) -> dict[str, list[Any]]:
+        return {s.relative: [s.size, s.mtime_ns, self.hashes[s.relative]] for s in self.sources}
+
+
+def _stat_digest(sources: list[SourceFile]) -> str:
+    digest = hashlib.sha256()
+    digest.update("\n".join(f"{s.relative}\0{s.size}\0{s.mtime_ns}" for s in sources).encode())
+    return digest.hexdigest()
+
+
+def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False) -> DataSnapshot:
+    """Scan ``data_dir`` against the build in ``generation``.
+
+    When no file's size or modification time changed, the fingerprint is the recorded one and
+    nothing is read (that keeps a no-change rebuild cheap at any scale); otherwise the changed files
+    are read and hashed, so that touching a file without changing it still rebuilds nothing.
+    ``need_hashes`` asks for every file's hash even when nothing changed (a forced rebuild)."""
+    sources = scan_sources(data_dir) if data_dir.is_dir() else []
+    stat_digest = _stat_digest(sources)
+    manifest = read_manifest(generation)
+    if not need_hashes and manifest.get("stat_digest") == stat_digest and manifest.get("fingerprint"):
+        return DataSnapshot(sources, stat_digest, manifest["fingerprint"])
+    known = read_file_table(generation)
+    hashes: dict[str, str] = {}
+    contents: dict[str, bytes] = {}
+    limit = max_file_bytes()
+    for source in sources:
+        cached = known.get(source.relative)
+        if cached and cached[0] == source.size and cached[1] == source.mtime_ns:
+            hashes[source.relative] = cached[2]
+        elif source.size > limit:
+            hashes[source.relative] = f"unread:{source.size}:{source.mtime_ns}"
+        else:
+            data = Path(source.path).read_bytes()
+            contents[source.relative] = data
+            hashes[source.relative] = hashlib.sha256(data).hexdigest()
+    return DataSnapshot(sources, stat_digest, fingerprint(data_dir, hashes), hashes, contents)
 
 
 def fingerprint(data_dir: Path, hashes: dict[str, str]) -> str:
@@ -179,19 +221,8 @@ def fingerprint(data_dir: Path, hashes: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def content_hashes(data_dir: Path, files: dict[str, tuple[int, int]], known: dict[str, Any]) -> dict[str, str]:
-    """Content hashes of ``files``, reusing a known hash where size and time are unchanged."""
-    hashes = {}
-    for name, (size, mtime) in files.items():
-        cached = known.get(name)
-        if cached and cached[0] == size and cached[1] == mtime:
-            hashes[name] = cached[2]
-        else:
-            hashes[name] = _sha256(data_dir / name)
-    return hashes
-
-
 def read_manifest(generation: Path | None) -> dict[str, Any]:
+    """What the build of ``generation`` recorded: fingerprint, stat digest, counts, triples."""
     if generation is None:
         return {}
     try:
@@ -200,17 +231,30 @@ def read_manifest(generation: Path | None) -> dict[str, Any]:
         return {}
 
 
+def read_file_table(generation: Path | None) -> dict[str, Any]:
+    """Size, modification time and content hash of every file the build of ``generation`` read."""
+    if generation is None:
+        return {}
+    try:
+        return json.loads((generation / FILE_TABLE).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_manifest(generation: Path, data: DataSnapshot, counts: dict[str, int], triples: int) -> None:
+    """Record what a build of ``data`` made in ``generation``."""
+    manifest = {"fingerprint": data.fingerprint, "stat_digest": data.stat_digest, "counts": counts, "triples": triples}
+    atomic_write_text(generation / FILE_TABLE, json.dumps(data.file_table(), separators=(",", ":"), sort_keys=True))
+    atomic_write_text(generation / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+
+
 def is_fresh(data_dir: Path, layout: StoreLayout) -> bool:
     """Whether the store holds exactly what a build of ``data_dir`` would make now."""
-    manifest = read_manifest(layout.current_generation())
+    generation = layout.current_generation()
+    manifest = read_manifest(generation)
     if not manifest:
         return False
-    files = source_files(data_dir)
-    known = manifest.get("files", {})
-    if set(files) != set(known):
-        return False
-    hashes = content_hashes(data_dir, files, known)
-    return fingerprint(data_dir, hashes) == manifest.get("fingerprint")
+    return snapshot(data_dir, generation).fingerprint == manifest.get("fingerprint")
 
 
 # ------------------------------------------------------------------------------------- opening

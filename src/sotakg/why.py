@@ -162,9 +162,7 @@ def why(backend: Backend, record_id: str, timeout: float = DEFAULT_TIMEOUT) -> P
 
     wanted = record_id.strip()
     if not _ID_FORM.fullmatch(wanted):
-        raise UsageProblem(
-            f"{record_id!r} is not a record identifier; give one like SOTA-049, LIT-051 or ADR-026"
-        )
+        raise UsageProblem(f"{record_id!r} is not a record identifier; give one like SOTA-049, LIT-051 or ADR-026")
     version = re.fullmatch(r"(.+)-v\d+", wanted)
     if version:
         wanted = version.group(1)
@@ -357,9 +355,7 @@ def render_provenance(story: Provenance, width: int = 100) -> str:
         lines += _field(story.id, story.title or "(untitled)", width)
         lines += _field("status", story.status or "none recorded", width)
         if story.versions:
-            chain = " → ".join(
-                f"v{n} (current)" if n == story.current_version else f"v{n}" for n in story.versions
-            )
+            chain = " → ".join(f"v{n} (current)" if n == story.current_version else f"v{n}" for n in story.versions)
             lines += _field("versions", chain, width)
         if story.topic:
             label = f" ({story.topic_label})" if story.topic_label else ""
@@ -369,9 +365,7 @@ def render_provenance(story: Provenance, width: int = 100) -> str:
             lines += _field("filing governed by", governing, width)
         if story.reason:
             lines += ["rejected because:"]
-            lines += _wrap(
-                story.reason, width=max(width, 40), initial_indent="  ", subsequent_indent="  "
-            )
+            lines += _wrap(story.reason, width=max(width, 40), initial_indent="  ", subsequent_indent="  ")
         lines += _refs("the reason names:", story.reason_names, width)
         count = len(story.papers)
         lines += _refs(f"rests on {count} paper{'s' if count != 1 else ''}:", story.papers, width, False)
