@@ -391,3 +391,53 @@ def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
 
     width = table_width(None) or 100
     click.echo(render_provenance(why(query_backend(ctx), record_id, timeout), width), nl=False)
+
+# ------------------------------------------------------------------------------------------ validate
+
+from .report import FORMATS as REPORT_FORMATS  # noqa: E402  (light: json only)
+from .validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the engines import what they run lazily)
+
+
+@cli.command(name="validate")
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(REPORT_FORMATS),
+    default="text",
+    show_default=True,
+    help="text for people, json for scripts, junit or sarif for CI dashboards, github for PR annotations.",
+)
+@click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too, not only on violations.")
+@click.option(
+    "--engine",
+    type=click.Choice(list(ENGINES)),
+    default=DEFAULT_ENGINE,
+    show_default=True,
+    help="The SHACL engine that runs the shapes.",
+)
+@output_option
+@click.pass_context
+def validate_command(
+    ctx: click.Context, format_name: str, strict: bool, engine: str, output: Path | None
+) -> None:
+    """Check the data against the filing rules (shapes/) and point at the lines to fix.
+
+    Builds the store first when the data changed. Exit 0 when there are no
+    violations (warnings and infos are printed), 1 when there are (or warnings,
+    with --strict), also when a data file cannot be read; 2 for unusable options
+    or a missing data folder.
+
+    Example:
+
+        sotakg validate --format github --strict
+    """
+    from .formats import write_output
+    from .report import render
+    from .validate import validate
+
+    report = validate(ctx.obj["data"], ctx.obj["store"], engine=engine)
+    write_output(render(report, format_name, strict=strict), output)
+    if output is not None and str(output) != "-":
+        click.echo(report.summary(), err=True)
+    if report.failed(strict):
+        ctx.exit(1)

@@ -21,6 +21,8 @@ class Problem:
     line: int | None
     record: str | None
     message: str
+    #: The filing rule the problem breaks, when it is one of validate's rules (``id-unique``).
+    rule: str | None = None
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"

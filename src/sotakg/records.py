@@ -516,6 +516,7 @@ def _duplicate_problems(records: Iterable[Record]) -> list[Problem]:
                 record.line,
                 record.id,
                 f"identifier {record.id} is also used by {first.file}:{first.line}; keep one of the two",
+                rule="id-unique",
             )
         )
     return problems

@@ -1,0 +1,223 @@
+"""Validation reports as text for people, JSON for scripts, JUnit XML and SARIF 2.1.0 for CI
+dashboards and code scanning, and GitHub workflow commands for pull-request annotations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from . import __version__
+from .validate import Finding, Rule, ValidationReport
+
+FORMATS = ("text", "json", "junit", "sarif", "github")
+
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+SARIF_LEVEL = {"violation": "error", "warning": "warning", "info": "note"}
+GITHUB_COMMAND = {"violation": "error", "warning": "warning", "info": "notice"}
+
+
+def render(report: ValidationReport, format_name: str, strict: bool = False) -> str:
+    """The report in one of FORMATS. ``strict`` makes warnings failures where a format has failures."""
+    renderers: dict[str, Callable[[ValidationReport, bool], str]] = {
+        "text": render_text,
+        "json": render_json,
+        "junit": render_junit,
+        "sarif": render_sarif,
+        "github": render_github,
+    }
+    return renderers[format_name](report, strict)
+
+
+def finding_line(finding: Finding) -> str:
+    """``data/practices/SOTA-049.yaml:3: [rule-id] severity: message (SOTA-049)``."""
+    who = f" ({finding.record})" if finding.record else ""
+    return f"{finding.location()}: [{finding.rule_id}] {finding.severity}: {finding.message}{who}"
+
+
+def render_text(report: ValidationReport, strict: bool = False) -> str:
+    """Findings grouped by file (a blank line between files), then the summary line."""
+    lines: list[str] = []
+    previous: object = object()
+    for finding in report.findings:
+        if finding.file != previous and lines:
+            lines.append("")
+        previous = finding.file
+        lines.append(finding_line(finding))
+    if lines:
+        lines.append("")
+    lines.append(report.summary())
+    return "\n".join(lines) + "\n"
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    return {
+        "rule": finding.rule_id,
+        "severity": finding.severity,
+        "record": finding.record,
+        "file": finding.file,
+        "line": finding.line,
+        "message": finding.message,
+        "focus": finding.focus,
+        "path": finding.path,
+        "value": finding.value,
+    }
+
+
+def render_json(report: ValidationReport, strict: bool = False) -> str:
+    document = {
+        "conforms": report.conforms,
+        "failed": report.failed(strict),
+        "engine": report.engine,
+        "records": report.records,
+        "readable": report.readable,
+        "counts": dict(report.counts),
+        "findings": [finding_dict(f) for f in report.findings],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+# ------------------------------------------------------------------------------------ JUnit
+
+
+def _rules_with_findings(report: ValidationReport) -> list[tuple[Rule | None, str, list[Finding]]]:
+    """Every rule in rule order with its findings, then rules the findings name that no shape declares."""
+    by_rule: dict[str, list[Finding]] = {}
+    for finding in report.findings:
+        by_rule.setdefault(finding.rule_id, []).append(finding)
+    rows: list[tuple[Rule | None, str, list[Finding]]] = [
+        (rule, rule.id, by_rule.pop(rule.id, [])) for rule in report.rules
+    ]
+    rows += [(None, rule_id, findings) for rule_id, findings in sorted(by_rule.items())]
+    return rows
+
+
+def render_junit(report: ValidationReport, strict: bool = False) -> str:
+    """One test case per rule: a failure lists the rule's violations (and warnings with ``strict``);
+    findings that do not fail are printed in the test case's system-out."""
+    import xml.etree.ElementTree as ET
+
+    failing = {"violation", "warning"} if strict else {"violation"}
+    rows = _rules_with_findings(report)
+    failures = sum(1 for _rule, _id, findings in rows if any(f.severity in failing for f in findings))
+    counts = {"tests": str(len(rows)), "failures": str(failures), "errors": "0"}
+    suites = ET.Element("testsuites", {"name": "sotakg validate", **counts})
+    suite = ET.SubElement(suites, "testsuite", {"name": "sotakg.filing-rules", **counts, "skipped": "0"})
+    for rule, rule_id, findings in rows:
+        case = ET.SubElement(suite, "testcase", {"classname": "sotakg.filing-rules", "name": rule_id})
+        failed = [f for f in findings if f.severity in failing]
+        passed = [f for f in findings if f.severity not in failing]
+        if failed:
+            noun = "finding" if len(failed) == 1 else "findings"
+            summary = f"{len(failed)} {noun}: {rule.comment if rule else rule_id}"
+            failure = ET.SubElement(case, "failure", {"type": failed[0].severity, "message": summary})
+            failure.text = "\n".join(finding_line(f) for f in failed)
+        if passed:
+            ET.SubElement(case, "system-out").text = "\n".join(finding_line(f) for f in passed)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+# ------------------------------------------------------------------------------------ SARIF
+
+
+def _artifact_location(file: str) -> dict[str, str]:
+    path = Path(file)
+    if path.is_absolute():
+        return {"uri": path.as_uri()}
+    return {"uri": str(PurePosixPath(*path.parts)), "uriBaseId": "%SRCROOT%"}
+
+
+def render_sarif(report: ValidationReport, strict: bool = False) -> str:
+    """A SARIF 2.1.0 log: one run, the rules as reporting descriptors, one result per finding."""
+    rows = _rules_with_findings(report)
+    descriptors: list[dict[str, Any]] = []
+    index_of: dict[str, int] = {}
+    for rule, rule_id, _findings in rows:
+        index_of[rule_id] = len(descriptors)
+        descriptor: dict[str, Any] = {"id": rule_id}
+        if rule is not None:
+            descriptor.update(
+                {
+                    "shortDescription": {"text": rule.comment or rule_id},
+                    "help": {"text": rule.message or rule.comment or rule_id},
+                    "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
+                    "properties": {"source": rule.source, "tags": ["sotakg", rule.severity]},
+                }
+            )
+        descriptors.append(descriptor)
+    results = []
+    for finding in report.findings:
+        result: dict[str, Any] = {
+            "ruleId": finding.rule_id,
+            "ruleIndex": index_of[finding.rule_id],
+            "level": SARIF_LEVEL.get(finding.severity, "error"),
+            "message": {"text": finding.message + (f" ({finding.record})" if finding.record else "")},
+        }
+        location: dict[str, Any] = {}
+        if finding.file is not None:
+            physical: dict[str, Any] = {"artifactLocation": _artifact_location(finding.file)}
+            if finding.line is not None:
+                physical["region"] = {"startLine": finding.line}
+            location["physicalLocation"] = physical
+        if finding.record is not None:
+            location["logicalLocations"] = [{"name": finding.record, "kind": "object"}]
+        if location:
+            result["locations"] = [location]
+        extra = {
+            k: getattr(finding, k) for k in ("focus", "path", "value") if getattr(finding, k) is not None
+        }
+        if extra:
+            result["properties"] = extra
+        results.append(result)
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "sotakg", "version": __version__, "rules": descriptors}},
+                "invocations": [{"executionSuccessful": True, "exitCode": 1 if report.failed(strict) else 0}],
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+                "properties": {
+                    "engine": report.engine,
+                    "records": report.records,
+                    "counts": dict(report.counts),
+                },
+            }
+        ],
+    }
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+# ------------------------------------------------------------------------------------ GitHub
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_command(finding: Finding) -> str:
+    """``::error file=…,line=…,title=rule-id::message (record)``, escaped as GitHub requires."""
+    properties = []
+    if finding.file is not None:
+        properties.append(f"file={_escape_property(finding.file)}")
+        if finding.line is not None:
+            properties.append(f"line={finding.line}")
+    properties.append(f"title={_escape_property(finding.rule_id)}")
+    who = f" ({finding.record})" if finding.record else ""
+    where = "" if finding.file is not None else f"{finding.location()}: "
+    command = GITHUB_COMMAND.get(finding.severity, "error")
+    return f"::{command} {','.join(properties)}::{_escape_data(where + finding.message + who)}"
+
+
+def render_github(report: ValidationReport, strict: bool = False) -> str:
+    """One workflow command per finding (annotations on the pull request), then the summary line."""
+    lines = [github_command(f) for f in report.findings]
+    lines.append(report.summary())
+    return "\n".join(lines) + "\n"
