@@ -113,3 +113,63 @@ def test_import_command_never_shows_a_traceback(tmp_path_factory, content: bytes
     result = CliRunner().invoke(cli, ["--data", str(root / "data"), "import", "markdown", str(page)])
     assert result.exit_code in (0, 1, 2), result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+
+
+# ------------------------------------------------------------------------------------------ SPARQL
+
+CANNED_TEXTS = [p.read_bytes() for p in sorted((SHIPPED_DATA.parent / "queries").glob("*.rq"))]
+SPARQL_PIECES = [
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    "SERVICE <http://x/> ",
+    "LOAD <http://x/>",
+    "FROM <http://x/>",
+    "INSERT DATA { <a> <b> <c> }",
+    '"',
+    "'",
+    "<",
+    ">",
+    "#",
+    "?x",
+    "$y",
+    "FILTER(",
+    "OPTIONAL",
+    "UNION",
+    "*",
+    "+",
+    "/",
+    "^",
+    ";",
+    ".",
+    ",",
+    "\\",
+    "\n",
+    "\x00",
+    "é",
+    "SELECT",
+    "ASK",
+    "DESCRIBE",
+]
+
+
+@given(
+    st.one_of(
+        mutated(CANNED_TEXTS, SPARQL_PIECES),
+        st.text(max_size=200).map(str.encode),
+        st.integers(1, 5000).map(lambda n: ("SELECT * WHERE " + "{" * n + "}" * n).encode()),
+    )
+)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_sparql_text_gives_results_or_a_clean_error(built_store, content: bytes):
+    from sotakg.errors import SotakgError
+    from sotakg.sparql import LocalBackend, run_query
+
+    text = content.decode("utf-8", errors="replace")
+    try:
+        run_query(LocalBackend(built_store[1]), text, timeout=5)
+    except SotakgError as error:
+        assert str(error)
