@@ -392,6 +392,7 @@ def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
     width = table_width(None) or 100
     click.echo(render_provenance(why(query_backend(ctx), record_id, timeout), width), nl=False)
 
+
 # ------------------------------------------------------------------------------------------ validate
 
 from .report import FORMATS as REPORT_FORMATS  # noqa: E402  (light: json only)
@@ -417,9 +418,7 @@ from .validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the engines
 )
 @output_option
 @click.pass_context
-def validate_command(
-    ctx: click.Context, format_name: str, strict: bool, engine: str, output: Path | None
-) -> None:
+def validate_command(ctx: click.Context, format_name: str, strict: bool, engine: str, output: Path | None) -> None:
     """Check the data against the filing rules (shapes/) and point at the lines to fix.
 
     Builds the store first when the data changed. Exit 0 when there are no

@@ -165,9 +165,7 @@ def render_sarif(report: ValidationReport, strict: bool = False) -> str:
             location["logicalLocations"] = [{"name": finding.record, "kind": "object"}]
         if location:
             result["locations"] = [location]
-        extra = {
-            k: getattr(finding, k) for k in ("focus", "path", "value") if getattr(finding, k) is not None
-        }
+        extra = {k: getattr(finding, k) for k in ("focus", "path", "value") if getattr(finding, k) is not None}
         if extra:
             result["properties"] = extra
         results.append(result)

@@ -110,6 +110,17 @@ QueryResult = SelectResult | AskResult | GraphResult
 # ------------------------------------------------------------------------------------------ parsing
 
 
+_XML_DECLARATIONS = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+
+
+def refuse_xml_declarations(data: bytes | str) -> None:
+    """Refuse XML with a DOCTYPE or entity declarations: sotakg never expands XML entities, so a
+    document cannot grow (billion laughs) or pull in anything it names. Raises ValueError."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    if _XML_DECLARATIONS.search(raw):
+        raise ValueError("refused: XML with a DOCTYPE or ENTITY declaration (entities are never expanded)")
+
+
 def parse_sparql_results(data: bytes | str, format_name: str = "json") -> SelectResult | AskResult:
     """Read W3C SPARQL results (``json``, ``xml`` or ``tsv``) into a SelectResult or an AskResult.
 
@@ -118,6 +129,8 @@ def parse_sparql_results(data: bytes | str, format_name: str = "json") -> Select
     """
     from pyoxigraph import QueryBoolean, parse_query_results
 
+    if format_name == "xml":
+        refuse_xml_declarations(data)
     try:
         parsed = parse_query_results(data, _results_format(format_name))
     except SyntaxError as error:
@@ -135,6 +148,8 @@ def parse_graph(data: bytes | str, format_name: str = "ntriples") -> GraphResult
 
     from .formats import pyoxigraph_format
 
+    if format_name == "rdfxml":
+        refuse_xml_declarations(data)
     try:
         quads = parse(data, pyoxigraph_format(format_name))
         return GraphResult(tuple(quad.triple for quad in quads))

@@ -427,12 +427,8 @@ def validate_store(
     return _report(run(store, paths), anthology, load_rules(paths), engine)
 
 
-def _report(
-    raw: Iterable[RawResult], anthology: Anthology, rules: list[Rule], engine: str
-) -> ValidationReport:
-    return ValidationReport(
-        findings_from_results(raw, anthology, rules), rules, engine, len(anthology.records)
-    )
+def _report(raw: Iterable[RawResult], anthology: Anthology, rules: list[Rule], engine: str) -> ValidationReport:
+    return ValidationReport(findings_from_results(raw, anthology, rules), rules, engine, len(anthology.records))
 
 
 def findings_from_problems(problems: Iterable[Problem]) -> list[Finding]:
@@ -523,9 +519,7 @@ class Locator:
         return None, None
 
 
-def findings_from_results(
-    raw: Iterable[RawResult], anthology: Anthology, rules: Iterable[Rule]
-) -> list[Finding]:
+def findings_from_results(raw: Iterable[RawResult], anthology: Anthology, rules: Iterable[Rule]) -> list[Finding]:
     """Locate raw results in the data: one finding per distinct result, sorted by file, line and rule."""
     by_iri = {rule.iri: rule for rule in rules}
     locator = Locator(anthology)
@@ -545,9 +539,7 @@ def findings_from_results(
         value = short_term(result.value) if result.value is not None and not same_as_focus else None
         template = rule.message if rule and rule.message else (result.message or rule_id)
         message = fill_message(template, short_iri(result.focus), value)
-        findings.add(
-            Finding(rule_id, severity, record_id, file, line, message, result.focus, result.path, value)
-        )
+        findings.add(Finding(rule_id, severity, record_id, file, line, message, result.focus, result.path, value))
     return sorted(findings, key=Finding.sort_key)
 
 
