@@ -440,3 +440,46 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
         click.echo(report.summary(), err=True)
     if report.failed(strict):
         ctx.exit(1)
+
+
+# ------------------------------------------------------------------------------------------ console
+
+
+@cli.command(name="console")
+@click.option(
+    "-f",
+    "--format",
+    "format_name",
+    type=click.Choice(["table", "csv", "tsv", "json"], case_sensitive=False),
+    default="table",
+    show_default=True,
+    help="The result format to start with (.format changes it).",
+)
+@timeout_option
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    metavar="N",
+    help="Show at most N rows (or triples) of a result.",
+)
+@click.pass_context
+def console_command(ctx: click.Context, format_name: str, timeout: float, max_rows: int) -> None:
+    """Explore the graph in an interactive SPARQL shell.
+
+    Queries end with ; or a blank line; Tab completes keywords, prefixes,
+    prefixed names and record ids; history is kept across sessions
+    ($SOTAKG_HISTORY, else $XDG_STATE_HOME/sotakg/history). Dot-commands:
+    .help, .prefixes, .queries, .run NAME name=value, .why ID, .format,
+    .timing, .output FILE, .quit. Queries follow the rules of `sotakg sparql`.
+    With piped input the statements run without prompts, and the exit status
+    is 1 if any failed.
+
+    Example:
+
+        sotakg console < questions.rq
+    """
+    from .console import run_console
+
+    ctx.exit(run_console(query_backend(ctx), timeout=timeout, max_rows=max_rows, format_name=format_name.lower()))

@@ -102,3 +102,11 @@ class QueryFailed(SotakgError):
 
 class RecordNotFound(SotakgError):
     """No practice, paper or ADR has the identifier asked for."""
+
+
+class ConsoleUnavailable(SotakgError):
+    """The interactive console needs prompt_toolkit and Pygments, and they are not installed."""
+
+
+class ConsoleCommandError(UsageProblem):
+    """A console dot-command was given wrong arguments (reported; the console goes on)."""
