@@ -62,3 +62,15 @@ def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH", "")]))
     return env
+
+
+@pytest.fixture(autouse=True)
+def _restore_interrupt_handlers():
+    """`sotakg build` ignores SIGINT/SIGTERM once it has committed (its process is about to exit);
+    run in process by a test, that must not leak into the next test."""
+    import signal
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
