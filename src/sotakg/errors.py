@@ -100,3 +100,14 @@ class QueryFailed(SotakgError):
 
 class RecordNotFound(SotakgError):
     """No practice, paper or ADR has the identifier asked for."""
+
+
+# ------------------------------------------------------------------------------------- views and site
+
+
+class UnknownView(UsageProblem):
+    """No view (queries/views/*.rq) has the name asked for."""
+
+
+class GraphvizMissing(SotakgError):
+    """SVG output needs Graphviz's ``dot`` program, and it is not installed."""
