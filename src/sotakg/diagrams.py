@@ -266,27 +266,48 @@ def term_value(term: Any) -> str:
     return str(getattr(term, "value", term))
 
 
-def neighbourhood(triples: Iterable[Triple], iri: str) -> list[Triple]:
-    """The triples of one record's diagram: the relations it takes part in (cites, names, filed
+class Neighbourhoods:
+    """The triples of one record's diagram, for each record of a graph (indexed once, so drawing
+    every record of the site costs little): the relations it takes part in (cites, names, filed
     under, replaces, governed by), its version chain when it was revised, and the statements that
     label every node they reach."""
-    statements = [(t, term_value(t.subject), t.predicate.value, term_value(t.object)) for t in triples]
-    relations = set(EDGE_LABELS) | set(_INVERSE)
-    versions = {s for _, s, p, o in statements if p == v.IS_VERSION_OF and o == iri}
-    revised = any(p == v.WAS_REVISION_OF and s in versions for _, s, p, _ in statements)
-    chosen = []
-    for triple, subject, predicate, value in statements:
-        if predicate not in relations:
-            continue
-        if predicate in (v.CURRENT_VERSION, v.WAS_REVISION_OF):
-            if revised and (subject == iri or subject in versions):
-                chosen.append(triple)
-        elif subject == iri or value == iri:
-            chosen.append(triple)
-    nodes = {iri} | {term_value(t.subject) for t in chosen} | {term_value(t.object) for t in chosen}
-    labels = set(LABEL_PREDICATES)
-    chosen += [t for t, s, p, _ in statements if s in nodes and p in labels]
-    return chosen
+
+    def __init__(self, triples: Iterable[Triple]):
+        self._relations: dict[str, list[Triple]] = defaultdict(list)  # by subject and by object
+        self._labels: dict[str, list[Triple]] = defaultdict(list)  # by subject
+        self._versions: dict[str, list[str]] = defaultdict(list)  # practice -> its versions
+        self._revisions: dict[str, list[Triple]] = defaultdict(list)  # version -> its wasRevisionOf
+        self._current: dict[str, list[Triple]] = defaultdict(list)  # practice -> its currentVersion
+        relations = set(EDGE_LABELS) | set(_INVERSE)
+        labels = set(LABEL_PREDICATES)
+        for triple in triples:
+            subject, predicate, value = term_value(triple.subject), triple.predicate.value, term_value(triple.object)
+            if predicate in labels:
+                self._labels[subject].append(triple)
+            if predicate == v.IS_VERSION_OF:
+                self._versions[value].append(subject)
+            elif predicate == v.WAS_REVISION_OF:
+                self._revisions[subject].append(triple)
+            elif predicate == v.CURRENT_VERSION:
+                self._current[subject].append(triple)
+            elif predicate in relations:
+                self._relations[subject].append(triple)
+                if value != subject:
+                    self._relations[value].append(triple)
+
+    def of(self, iri: str) -> list[Triple]:
+        """The triples of the diagram of the resource ``iri``."""
+        chosen = list(self._relations.get(iri, []))
+        revisions = [t for version in self._versions.get(iri, []) for t in self._revisions.get(version, [])]
+        if revisions:
+            chosen += self._current.get(iri, []) + revisions
+        nodes = {iri} | {term_value(t.subject) for t in chosen} | {term_value(t.object) for t in chosen}
+        return chosen + [t for node in sorted(nodes) for t in self._labels.get(node, [])]
+
+
+def neighbourhood(triples: Iterable[Triple], iri: str) -> list[Triple]:
+    """The triples of the diagram of one record (see Neighbourhoods)."""
+    return Neighbourhoods(triples).of(iri)
 
 
 # ------------------------------------------------------------------------------------------ Mermaid

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import vocab as v
 from .diagrams import (
+    Neighbourhoods,
     diagram_from_triples,
     natural_key,
-    neighbourhood,
     render_svgs,
     term_value,
     to_dot,
@@ -347,6 +347,7 @@ class SiteBuilder:
         self.anthology = anthology
         self.timeout = timeout
         self.diagrams = Diagrams(anthology, graphviz)
+        self.neighbourhoods = Neighbourhoods(anthology.triples)
         facts = anthology.facts
         self.scheme_title = facts.text(v.TOPIC_SCHEME_IRI, v.TITLE) or "Topics"
         self.scheme_description = facts.text(v.TOPIC_SCHEME_IRI, v.DESCRIPTION) or ""
@@ -530,7 +531,7 @@ class SiteBuilder:
         iri = v.record_iri(story.id)
         body += [
             "<h2>Neighbourhood</h2>",
-            self.diagrams.placeholder(neighbourhood(self.anthology.triples, iri), story.id),
+            self.diagrams.placeholder(self.neighbourhoods.of(iri), story.id),
             _legend(),
         ]
         crumbs: list[tuple[str | None, str]] = [("index.html", "Index")]
