@@ -432,7 +432,7 @@ def test_injection_is_only_a_string_that_matches_nothing(runner, built_store, ba
 
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert isinstance(count, SelectResult)
-    assert count.texts() == [("770",)]
+    assert count.texts() == [("771",)]
     assert len(rows(backend, "practices-citing", paper="LIT-051")) == 7
 
 

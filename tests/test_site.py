@@ -21,7 +21,7 @@ from sotakg.cli import cli
 from sotakg.diagrams import diagram_from_triples, to_mermaid
 from sotakg.records import load_anthology
 from sotakg.results import SelectResult
-from sotakg.site import MANIFEST, Anthology, build_site, linked
+from sotakg.site import MANIFEST, SiteGraph, build_site, linked
 from sotakg.sparql import LocalBackend
 from sotakg.views import run_view
 from sotakg.why import Facts
@@ -223,7 +223,7 @@ def test_every_identifier_in_a_text_links_to_its_record(site):
 
 
 def test_identifiers_link_only_when_the_record_exists():
-    anthology = Anthology(Facts(SelectResult(("s", "p", "o"), ())), [], records={"SOTA-048": "practice"})
+    anthology = SiteGraph(Facts(SelectResult(("s", "p", "o"), ())), [], records={"SOTA-048": "practice"})
     text = 'SOTA-048 carries it, not SOTA-999 <b> & "x" (see https://example.org/a?b=1&c=2).'
     assert linked(text, anthology) == (
         '<a href="SOTA-048.html">SOTA-048</a> carries it, not SOTA-999 &lt;b&gt; &amp; &quot;x&quot; (see '

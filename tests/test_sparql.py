@@ -159,7 +159,7 @@ def test_the_store_refuses_updates_even_past_the_check(backend):
         sparql._decode(answer, update)
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert isinstance(count, SelectResult)
-    assert count.texts() == [("770",)]
+    assert count.texts() == [("771",)]
 
 
 # ------------------------------------------------------------------------------------------ syntax errors

@@ -114,7 +114,7 @@ LEGEND = (
 
 
 @dataclass
-class Anthology:
+class SiteGraph:
     """The graph's statements about the anthology, read once, with the pages they give."""
 
     facts: Facts
@@ -159,7 +159,7 @@ def view_page(name: str) -> str:
     return f"view-{name}.html"
 
 
-def read_anthology(backend: Backend, timeout: float = DEFAULT_TIMEOUT) -> Anthology:
+def read_site_graph(backend: Backend, timeout: float = DEFAULT_TIMEOUT) -> SiteGraph:
     """Every statement about the anthology's records, topics and topic scheme, in one query."""
     from pyoxigraph import Triple
 
@@ -167,7 +167,7 @@ def read_anthology(backend: Backend, timeout: float = DEFAULT_TIMEOUT) -> Anthol
     if not isinstance(result, SelectResult):
         raise QueryFailed(f"{backend.label} answered the site's query with something other than a table")
     triples = [Triple(*row) for row in result.rows if None not in row]  # type: ignore[arg-type,misc]
-    anthology = Anthology(Facts(result), triples)
+    anthology = SiteGraph(Facts(result), triples)
     for triple in triples:
         if triple.predicate.value != v.TYPE:
             continue
@@ -192,7 +192,7 @@ def esc(text: object) -> str:
 _LINKABLE = re.compile(RECORD_ID_RE.pattern + r"|https?://[^\s<>\"']+")
 
 
-def linked(text: str | None, anthology: Anthology) -> str:
+def linked(text: str | None, anthology: SiteGraph) -> str:
     """``text`` escaped, each record identifier in it a link to the record's page when it exists, and
     each web address a link to it (without the punctuation that ends a sentence)."""
     if not text:
@@ -234,7 +234,7 @@ def status_badge(status: str | None) -> str:
     return f'<span class="status status-{esc(status.lower())}">{esc(status)}</span>'
 
 
-def ref_item(ref: Ref, anthology: Anthology, show_kind: bool = True) -> str:
+def ref_item(ref: Ref, anthology: SiteGraph, show_kind: bool = True) -> str:
     """One record in a list: its id linked, what it is, and its label."""
     facts = [ref.kind if show_kind else None, f"v{ref.version}" if ref.version else None]
     head = link(record_page(ref.id) if anthology.kind_of(ref.id) else None, ref.id)
@@ -249,7 +249,7 @@ def ref_item(ref: Ref, anthology: Anthology, show_kind: bool = True) -> str:
     return "<li>" + " ".join(parts) + "</li>"
 
 
-def ref_list(refs: Iterable[Ref], anthology: Anthology, show_kind: bool = True) -> str:
+def ref_list(refs: Iterable[Ref], anthology: SiteGraph, show_kind: bool = True) -> str:
     items = [ref_item(ref, anthology, show_kind) for ref in refs]
     return '<ul class="refs">\n' + "\n".join(items) + "\n</ul>" if items else ""
 
@@ -292,7 +292,7 @@ class DiagramSlot:
 class Diagrams:
     """The site's diagrams: placeholders in the pages while they are built, drawn together at the end."""
 
-    def __init__(self, anthology: Anthology, graphviz: bool):
+    def __init__(self, anthology: SiteGraph, graphviz: bool):
         self.anthology = anthology
         self.graphviz = graphviz
         self.slots: list[DiagramSlot] = []
@@ -342,7 +342,7 @@ def _inline_svg(document: str) -> str:
 class SiteBuilder:
     """Builds every page's HTML from the anthology and the views."""
 
-    def __init__(self, backend: Backend, anthology: Anthology, graphviz: bool, timeout: float):
+    def __init__(self, backend: Backend, anthology: SiteGraph, graphviz: bool, timeout: float):
         self.backend = backend
         self.anthology = anthology
         self.timeout = timeout
@@ -644,7 +644,7 @@ def site_pages(backend: Backend, graphviz: bool | None = None, timeout: float = 
     when Graphviz's dot is installed) or show their Mermaid source."""
     from .diagrams import graphviz_available
 
-    anthology = read_anthology(backend, timeout)
+    anthology = read_site_graph(backend, timeout)
     draw = graphviz_available() if graphviz is None else graphviz
     return SiteBuilder(backend, anthology, draw, timeout).build()
 
