@@ -211,20 +211,40 @@ def export_rdf_command(ctx: click.Context, format_name: str | None, output: Path
 
 
 @export_group.command(name="index")
-@click.option("--topic", "slug", required=True, help="The topic's slug, e.g. distributed-optimization.")
-@output_option
+@click.option("--topic", "slug", default=None, help="The topic's slug, e.g. distributed-optimization.")
+@click.option("--all", "all_topics", is_flag=True, help="Every topic's page and the full index (needs -o DIR).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write to FILE (with --topic) or into the folder DIR (with --all) instead of standard output.",
+)
 @click.pass_context
-def export_index_command(ctx: click.Context, slug: str, output: Path | None) -> None:
+def export_index_command(ctx: click.Context, slug: str | None, all_topics: bool, output: Path | None) -> None:
     """Write a topic's index page in the anthology's published Markdown format.
+
+    With --all, write every topic's page as DIR/<slug>.md and the full index they
+    link back to as DIR/index.md; files whose content is unchanged are not rewritten.
 
     Example:
 
         sotakg export index --topic distributed-optimization -o distributed-optimization.md
+        sotakg export index --all -o pages/
     """
-    from .export import export_index
+    from .export import export_index, write_all_indexes
     from .formats import write_output
 
-    write_output(export_index(open_graph(ctx), slug), output)
+    if all_topics == (slug is not None):
+        raise UsageProblem("give either --topic SLUG or --all")
+    if all_topics:
+        if output is None or str(output) == "-":
+            raise UsageProblem("--all writes one file per topic: give the folder with -o DIR")
+        click.echo(write_all_indexes(open_graph(ctx), output).summary(output))
+        return
+    if output is not None and output.is_dir():
+        raise UsageProblem(f"{output} is a folder; with --topic, -o names the file to write")
+    write_output(export_index(open_graph(ctx), slug or ""), output)
 
 
 # ------------------------------------------------------------------------ queries: canned, SPARQL, why
@@ -483,3 +503,86 @@ def console_command(ctx: click.Context, format_name: str, timeout: float, max_ro
     from .console import run_console
 
     ctx.exit(run_console(query_backend(ctx), timeout=timeout, max_rows=max_rows, format_name=format_name.lower()))
+
+
+# ------------------------------------------------------------------------------- views, diagrams, site
+
+
+@cli.command(name="views")
+def views_command() -> None:
+    """List the graph views: CONSTRUCT queries that `sotakg export view` draws.
+
+    Each view is a file queries/views/NAME.rq with the same header as a canned
+    query; the list gives its name, parameters and summary.
+
+    Example:
+
+        sotakg views
+    """
+    from .views import views_listing
+
+    click.echo(views_listing(), nl=False)
+
+
+@export_group.command(name="view")
+@click.argument("name")
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable).")
+@click.option(
+    "-f",
+    "--format",
+    "format_name",
+    default=None,
+    help="ttl, nt, jsonld (RDF), mermaid, dot or svg (default: from -o's extension: .ttl .nt .jsonld .mmd .dot .svg).",
+)
+@timeout_option
+@output_option
+@click.pass_context
+def export_view_command(
+    ctx: click.Context,
+    name: str,
+    params: tuple[str, ...],
+    format_name: str | None,
+    timeout: float,
+    output: Path | None,
+) -> None:
+    """Write a graph view (`sotakg views` lists them) as RDF or as a diagram.
+
+    RDF formats give the view's triples; mermaid (renders on GitHub) and dot
+    (Graphviz) draw them with ids and short titles, node styles by kind and
+    status and edge labels by relation; svg needs Graphviz's dot installed.
+    Writing to standard output needs --format.
+
+    Example:
+
+        sotakg export view rejections --format mermaid
+        sotakg export view topic -p topic=distributed-optimization -o topic.svg
+    """
+    from .formats import write_output
+    from .queries import parse_assignments
+    from .views import export_view, resolve_view_format
+
+    canonical = resolve_view_format(format_name, output)
+    write_output(export_view(query_backend(ctx), name, parse_assignments(params), canonical, timeout), output)
+
+
+@export_group.command(name="site")
+@click.argument("folder", metavar="DIR", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--mermaid", is_flag=True, help="Show diagrams as Mermaid source even when Graphviz is installed.")
+@timeout_option
+@click.pass_context
+def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout: float) -> None:
+    """Write the anthology as a static HTML site into DIR.
+
+    An index, a page per topic and per view, and a page per practice, paper and
+    ADR with its provenance; diagrams are inline SVG (Graphviz) or, without
+    Graphviz, Mermaid source. No external assets or scripts: it works offline.
+    Unchanged pages are not rewritten; pages of records that are gone are removed.
+
+    Example:
+
+        sotakg export site public/ && python -m http.server -d public
+    """
+    from .site import build_site
+
+    report = build_site(query_backend(ctx), folder, graphviz=False if mermaid else None, timeout=timeout)
+    click.echo(report.summary(folder))

@@ -110,3 +110,14 @@ class ConsoleUnavailable(SotakgError):
 
 class ConsoleCommandError(UsageProblem):
     """A console dot-command was given wrong arguments (reported; the console goes on)."""
+
+
+# ------------------------------------------------------------------------------------- views and site
+
+
+class UnknownView(UsageProblem):
+    """No view (queries/views/*.rq) has the name asked for."""
+
+
+class GraphvizMissing(SotakgError):
+    """SVG output needs Graphviz's ``dot`` program, and it is not installed."""

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING
 from . import vocab as v
 from .errors import UsageProblem
 from .formats import pyoxigraph_format
-from .indexpage import PracticeRow, render_page
+from .indexpage import PracticeRow, TopicRow, render_full_index, render_page, topic_page_name
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
     from pyoxigraph import BlankNode, Literal, NamedNode, QuerySolution, Store, Variable
+
+    from .formats import WriteReport
 
 
 class UnknownTopic(UsageProblem):
@@ -52,6 +55,27 @@ SELECT ?topic ?id ?version ?title ?summary ?status ?reason WHERE {
 """
 
 _COUNT_QUERY = "SELECT (COUNT(?p) AS ?n) WHERE { ?p a sota:Practice }"
+
+_TOPICS_QUERY = """
+SELECT ?slug ?label ?scope (COUNT(?practice) AS ?count) WHERE {
+  ?topic a sota:Topic ; sota:slug ?slug .
+  OPTIONAL { ?topic skos:prefLabel ?label }
+  OPTIONAL { ?topic skos:scopeNote ?scope }
+  OPTIONAL { ?practice a sota:Practice ; dcterms:identifier [] ; sota:filedUnder ?topic }
+}
+GROUP BY ?slug ?label ?scope
+ORDER BY ?slug
+"""
+
+_SCHEME_QUERY = """
+SELECT ?schemeTitle ?schemeDescription ?registrySize WHERE {
+  OPTIONAL { id:topics dcterms:title ?schemeTitle }
+  OPTIONAL { id:topics dcterms:description ?schemeDescription }
+  OPTIONAL { id:topics sota:declaredSize ?registrySize }
+}
+"""
+
+FULL_INDEX_NAME = "index.md"
 
 _SLUGS_QUERY = "SELECT ?slug WHERE { ?t a sota:Topic ; sota:slug ?slug } ORDER BY ?slug"
 
@@ -107,3 +131,43 @@ def export_index(store: Store, slug: str) -> str:
         registry_size=int(size),
         rows=rows,
     )
+
+
+def export_full_index(store: Store) -> str:
+    """The full index page: the topic scheme's description and a table of every topic (label linked
+    to its page ``<slug>.md``, scope, count of practices filed under it)."""
+    scheme = _select(store, _SCHEME_QUERY)[0]
+    size = _value(scheme, "registrySize")
+    if size is None:
+        size = _select(store, _COUNT_QUERY)[0]["n"].value
+    topics = [
+        TopicRow(
+            slug=_value(row, "slug") or "",
+            label=_value(row, "label") or _value(row, "slug") or "",
+            scope=_value(row, "scope") or "",
+            count=int(_value(row, "count") or 0),
+        )
+        for row in _select(store, _TOPICS_QUERY)
+    ]
+    return render_full_index(
+        scheme_title=_value(scheme, "schemeTitle") or "Topics",
+        scheme_description=_value(scheme, "schemeDescription") or "",
+        registry_size=int(size),
+        topics=topics,
+    )
+
+
+def export_all_indexes(store: Store) -> dict[str, str]:
+    """Every index page by file name: ``<slug>.md`` per topic (exactly what ``export_index`` gives)
+    and ``index.md``, the full index they link back to."""
+    pages = {topic_page_name(slug): export_index(store, slug) for slug in topic_slugs(store)}
+    pages[FULL_INDEX_NAME] = export_full_index(store)
+    return pages
+
+
+def write_all_indexes(store: Store, folder: Path) -> WriteReport:
+    """Write every index page (``export_all_indexes``) into ``folder``; files already holding the same
+    text are left untouched."""
+    from .formats import write_files
+
+    return write_files(folder, export_all_indexes(store))

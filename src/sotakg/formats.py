@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import UsageProblem
+from .errors import ExportError, UsageProblem
 from .records import atomic_write_text
 
 if TYPE_CHECKING:
@@ -70,3 +72,50 @@ def write_output(content: str | bytes, output: Path | None) -> None:
         return
     text = content.decode("utf-8") if isinstance(content, bytes) else content
     atomic_write_text(output, text)
+
+
+@dataclass
+class WriteReport:
+    """What writing a set of files did: file names (relative to the folder) written, left unchanged
+    because they already held the same text, and removed."""
+
+    written: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def summary(self, folder: Path) -> str:
+        from .records import display_path
+
+        def files(names: list[str]) -> str:
+            return f"{len(names)} file{'s' if len(names) != 1 else ''}"
+
+        removed = f", removed {files(self.removed)}" if self.removed else ""
+        return f"Wrote {files(self.written)} to {display_path(folder)}, {len(self.unchanged)} unchanged{removed}."
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` atomically unless the file already holds it; True if written. A file
+    left as it is keeps its modification time, so a rebuild from unchanged data changes no file."""
+    try:
+        if path.read_bytes() == text.encode("utf-8"):
+            return False
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise ExportError(f"cannot read {path}: {error}") from None
+    try:
+        atomic_write_text(path, text)
+    except OSError as error:
+        raise ExportError(f"cannot write {path}: {error}") from None
+    return True
+
+
+def write_files(folder: Path, files: Mapping[str, str]) -> WriteReport:
+    """Write each ``{relative name: text}`` into ``folder`` (created if missing), skipping unchanged files."""
+    if folder.exists() and not folder.is_dir():
+        raise ExportError(f"{folder} exists and is not a folder")
+    report = WriteReport()
+    for name in sorted(files):
+        changed = write_if_changed(folder / name, files[name])
+        (report.written if changed else report.unchanged).append(name)
+    return report

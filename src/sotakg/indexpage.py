@@ -328,3 +328,49 @@ def render_page(
 def _id_key(record_id: str) -> tuple[str, int, str]:
     prefix, _, number = record_id.partition("-")
     return (prefix, int(number) if number.isdigit() else -1, record_id)
+
+
+@dataclass
+class TopicRow:
+    """What one row of the full index page shows: a topic, linked to its page."""
+
+    slug: str
+    label: str
+    scope: str
+    count: int
+
+
+FULL_INDEX_HEADER = "| Topic | Scope | Count |"
+FULL_INDEX_RULE = "|---|---|---|"
+
+
+def topic_page_name(slug: str) -> str:
+    """The file name of a topic's index page next to the full index: ``<slug>.md``."""
+    return f"{slug}.md"
+
+
+def render_full_index(
+    scheme_title: str, scheme_description: str, registry_size: int, topics: Iterable[TopicRow]
+) -> str:
+    """The full index page, which the topic pages link back to, in the published style::
+
+        Topics — <the topic scheme's description>
+        <n> of <registry size> SOTA documents in <k> topics.
+        | Topic | Scope | Count |
+        |---|---|---|
+        | [Distributed optimization](distributed-optimization.md) | <scope note> | 42 |
+
+    Topics in slug order; no newline after the last row, like the topic pages."""
+    rows = sorted(topics, key=lambda t: t.slug)
+    filed = sum(t.count for t in rows)
+    lines = [
+        f"{scheme_title}{DASH}{scheme_description}",
+        f"{filed} of {registry_size} SOTA documents in {len(rows)} topic{'s' if len(rows) != 1 else ''}.",
+        FULL_INDEX_HEADER,
+        FULL_INDEX_RULE,
+    ]
+    for topic in rows:
+        label = escape_cell(topic.label).replace("[", "\\[").replace("]", "\\]")
+        link = f"[{label}]({topic_page_name(topic.slug)})"
+        lines.append(f"| {link} | {escape_cell(topic.scope)} | {topic.count} |")
+    return "\n".join(lines)

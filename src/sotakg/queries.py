@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ParameterProblem, QueryHeaderError, UnknownQuery
-from .sparql import DEFAULT_TIMEOUT, Backend, Bindings, run_query, tokens
+from .sparql import DEFAULT_TIMEOUT, Backend, Bindings, query_form, run_query, tokens
 from .vocab import PREFIXES, XSD_INTEGER, record_iri
 
 if TYPE_CHECKING:
@@ -236,10 +236,14 @@ def _parse_params(raw: Any, fail: Any) -> tuple[Parameter, ...]:
 
 
 def _check_variables(text: str, params: tuple[Parameter, ...], fail: Any) -> None:
-    """Each parameter must be a variable the query projects: pyoxigraph substitutes only those."""
+    """Each parameter must be a variable the query projects: pyoxigraph substitutes only those.
+    A CONSTRUCT query (a view) projects nothing: there the variable must occur in its WHERE clause."""
     if not params:
         return
     items = list(tokens(text))
+    if query_form(text) == "CONSTRUCT":
+        _check_where_variables(items, params, fail)
+        return
     words = [(i, t.text.upper()) for i, t in enumerate(items) if t.kind == "word"]
     select = next((i for i, word in words if word == "SELECT"), None)
     anywhere = {t.text[1:] for t in items if t.kind == "var"}
@@ -268,6 +272,19 @@ def _check_variables(text: str, params: tuple[Parameter, ...], fail: Any) -> Non
             raise fail(
                 f"parameter {parameter.name} is not a variable the query projects; add ?{parameter.name} "
                 f"to its SELECT clause (values are bound to projected variables)"
+            )
+
+
+def _check_where_variables(items: list[Any], params: tuple[Parameter, ...], fail: Any) -> None:
+    """pyoxigraph binds a CONSTRUCT query's variables in its WHERE pattern (a variable used only in
+    the template, or only inside a subquery that does not project it, is refused when the query runs)."""
+    words = [i for i, t in enumerate(items) if t.kind == "word" and t.text.upper() == "WHERE"]
+    where = {t.text[1:] for t in items[words[0] + 1 :] if t.kind == "var"} if words else set()
+    for parameter in params:
+        if parameter.name not in where:
+            raise fail(
+                f"parameter {parameter.name} does not occur in the WHERE clause of the CONSTRUCT query; "
+                f"use ?{parameter.name} in its WHERE pattern (values are bound to the pattern's variables)"
             )
 
 
@@ -323,9 +340,10 @@ def bind_value(parameter: Parameter, value: str) -> Any:
         raise wrong() from None
 
 
-def bind_parameters(query: CannedQuery, raw: Mapping[str, str]) -> Bindings:
+def bind_parameters(query: CannedQuery, raw: Mapping[str, str], noun: str = "query") -> Bindings:
     """The bindings of ``raw`` values ({name: text}) for ``query``: every parameter given, none unknown,
-    each of the expected form (ParameterProblem otherwise)."""
+    each of the expected form (ParameterProblem otherwise). ``noun`` names the query in messages
+    (``view`` for the graph views)."""
     from pyoxigraph import Variable
 
     unknown = [name for name in raw if query.parameter(name) is None]
@@ -335,12 +353,12 @@ def bind_parameters(query: CannedQuery, raw: Mapping[str, str]) -> Bindings:
             if query.params
             else "takes no parameters"
         )
-        raise ParameterProblem(f"query {query.name} has no parameter {', '.join(unknown)}; it {takes}")
+        raise ParameterProblem(f"{noun} {query.name} has no parameter {', '.join(unknown)}; it {takes}")
     missing = [p for p in query.params if p.name not in raw]
     if missing:
         needed = " ".join(f"-p {p.usage()}" for p in missing)
         forms = "; ".join(f"{p.name} must {p.expected_form()}" for p in missing)
-        raise ParameterProblem(f"query {query.name} needs {needed} ({forms})")
+        raise ParameterProblem(f"{noun} {query.name} needs {needed} ({forms})")
     return {Variable(p.name): bind_value(p, raw[p.name]) for p in query.params}
 
 

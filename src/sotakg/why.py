@@ -170,11 +170,20 @@ def why(backend: Backend, record_id: str, timeout: float = DEFAULT_TIMEOUT) -> P
     result = run_query(backend, NEIGHBOURHOOD_QUERY, {Variable("record"): NamedNode(iri)}, timeout)
     if not isinstance(result, SelectResult):
         raise QueryFailed(f"{backend.label} answered the provenance query with something other than a table")
-    facts = Facts(result)
+    story = provenance(Facts(result), wanted)
+    if story is None:
+        raise RecordNotFound(_not_found(backend, wanted, timeout))
+    return story
+
+
+def provenance(facts: Facts, record_id: str) -> Provenance | None:
+    """The story of the practice, paper or ADR ``record_id`` read off ``facts`` (its neighbourhood, or
+    the whole graph), or None when the facts hold no such record."""
+    iri = v.record_iri(record_id)
     kind = facts.kind(iri) if iri in facts else None
     if kind not in ("practice", "paper", "ADR"):
-        raise RecordNotFound(_not_found(backend, wanted, timeout))
-    story = Provenance(id=wanted, kind=kind or "")
+        return None
+    story = Provenance(id=record_id, kind=kind or "")
     story.title = facts.text(iri, v.TITLE)
     story.status = facts.local(iri, v.HAS_STATUS, v.SOTA)
     story.summary = facts.text(iri, v.SUMMARY)

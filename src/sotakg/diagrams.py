@@ -1,0 +1,438 @@
+"""Diagrams of graph views: Mermaid (renders on GitHub and in Markdown previews) and Graphviz DOT.
+
+A view's triples are read as nodes and edges. Nodes are the records and versions the triples talk
+about, labelled by identifier and a short title and styled by kind (practice, version, paper, ADR,
+topic) and status (a rejected practice is red and dashed, a proposed one amber and dotted, a
+superseded ADR grey and dashed). Edges are the relations between records, labelled by what they say
+(cites, names, revises, replaces, filed under, current version). Literal-valued statements (titles,
+statuses, years) label the nodes instead of becoming nodes. Output is sorted, so the same triples
+always give the same text.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import vocab as v
+from .errors import GraphvizMissing, SotakgError
+
+if TYPE_CHECKING:
+    from pyoxigraph import Triple
+
+#: Characters of a title shown in a node before it is cut with an ellipsis.
+TITLE_WIDTH = 40
+ELLIPSIS = "…"
+GRAPHVIZ_PACKAGE = "graphviz"
+FONT = "Helvetica,Arial,sans-serif"
+
+#: Relations drawn as edges, with their labels. isReplacedBy is drawn as the replaces it mirrors.
+EDGE_LABELS: dict[str, str] = {
+    v.CITES: "cites",
+    v.REASON_NAMES: "names",
+    v.WAS_REVISION_OF: "revises",
+    v.REPLACES: "replaces",
+    v.FILED_UNDER: "filed under",
+    v.CURRENT_VERSION: "current version",
+    v.GOVERNED_BY: "governed by",
+    v.IN_SCHEME: "in scheme",
+}
+_INVERSE = {v.IS_REPLACED_BY: v.REPLACES}
+
+#: Statements a view brings along so that its nodes can be labelled and styled.
+LABEL_PREDICATES = (
+    v.TYPE,
+    v.IDENTIFIER,
+    v.TITLE,
+    v.HAS_STATUS,
+    v.AUTHORS,
+    v.YEAR,
+    v.PREF_LABEL,
+    v.SLUG,
+    v.VERSION_NUMBER,
+    v.IS_VERSION_OF,
+)
+
+KINDS = {
+    v.TOPIC_CLASS: "topic",
+    v.PRACTICE: "practice",
+    v.PRACTICE_VERSION: "version",
+    v.PAPER: "paper",
+    v.ADR: "adr",
+    v.TOPIC_SCHEME: "scheme",
+}
+KIND_ORDER = ("topic", "practice", "version", "paper", "adr", "scheme", "other")
+#: Statuses worth saying in a node's label (the usual ones, Active and Accepted, go without saying).
+NOTED_STATUSES = ("Proposed", "Rejected", "Superseded", "Deprecated")
+
+
+@dataclass(frozen=True)
+class Style:
+    """How one class of node looks, in both renderers."""
+
+    mermaid_shape: tuple[str, str]
+    dot_shape: str
+    fill: str
+    stroke: str
+    text: str = "#1a202c"
+    dash: str | None = None  # "dashed" or "dotted"
+
+
+STYLES: dict[str, Style] = {
+    "topic": Style(("[[", "]]"), "folder", "#fffaf0", "#c05621"),
+    "practice": Style(("(", ")"), "box", "#ebf4ff", "#2b6cb0"),
+    "practiceProposed": Style(("(", ")"), "box", "#fffbea", "#b7791f", dash="dotted"),
+    "practiceRejected": Style(("(", ")"), "box", "#fde8e8", "#c53030", "#9b2c2c", dash="dashed"),
+    "version": Style(("([", "])"), "ellipse", "#f7fafc", "#718096"),
+    "paper": Style(("[", "]"), "note", "#f0fff4", "#2f855a"),
+    "adr": Style(("{{", "}}"), "hexagon", "#faf5ff", "#6b46c1"),
+    "adrSuperseded": Style(("{{", "}}"), "hexagon", "#edf2f7", "#718096", "#4a5568", dash="dashed"),
+    "scheme": Style(("[(", ")]"), "cylinder", "#fffaf0", "#c05621"),
+    "other": Style(("[", "]"), "box", "#ffffff", "#4a5568"),
+}
+
+#: How each relation's edge is drawn: Mermaid arrow, and DOT attributes.
+EDGE_STYLES: dict[str, tuple[str, dict[str, str]]] = {
+    "names": ("-.->", {"style": "dashed", "color": "#c53030", "fontcolor": "#9b2c2c"}),
+    "replaces": ("==>", {"penwidth": "2", "color": "#6b46c1", "fontcolor": "#553c9a"}),
+    "revises": ("-->", {"color": "#4a5568"}),
+}
+_PLAIN_EDGE = ("-->", {"color": "#4a5568"})
+
+_MERMAID_WORDS = {"end", "graph", "flowchart", "subgraph", "style", "class", "classdef", "click", "linkstyle"}
+
+
+@dataclass(frozen=True)
+class Node:
+    """A record (or version, topic ...) in a diagram. ``name`` is its identifier in the diagram's
+    source; ``heading`` and ``title`` are the two lines of its label; ``style`` a key of STYLES."""
+
+    iri: str
+    name: str
+    kind: str
+    heading: str
+    title: str | None
+    full_title: str | None
+    status: str | None
+    style: str
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    relation: str
+    target: str
+
+
+@dataclass(frozen=True)
+class Diagram:
+    """Nodes and edges in drawing order."""
+
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort key putting SOTA-9 before SOTA-10."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def short_title(text: str, width: int = TITLE_WIDTH) -> str:
+    """``text`` on one line, cut at a word boundary with an ellipsis when longer than ``width``."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    cut = flat[: width - 1]
+    space = cut.rfind(" ")
+    if space >= width * 2 // 3:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:—-") + ELLIPSIS
+
+
+def _local(iri: str) -> str:
+    """The identifying end of an IRI: ``SOTA-049`` of id:SOTA-049, the slug of a topic, else the last
+    segment of the path (or the IRI itself when it has none)."""
+    for namespace in (v.ID, v.TOPIC, v.SOTA):
+        if iri.startswith(namespace):
+            return iri[len(namespace) :]
+    return re.split(r"[/#]", iri.rstrip("/#"))[-1] or iri
+
+
+def diagram_from_triples(triples: Iterable[Triple]) -> Diagram:
+    """Read a view's triples as a diagram: IRIs that are subjects, or objects of a relation, are
+    nodes; relations (EDGE_LABELS) are edges; the other statements label and style the nodes."""
+    from pyoxigraph import Literal, NamedNode
+
+    facts: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    edges: set[tuple[str, str, str]] = set()
+    seen: list[str] = []
+    for triple in triples:
+        subject, predicate, value = triple.subject, triple.predicate.value, triple.object
+        if not isinstance(subject, NamedNode):
+            continue
+        seen.append(subject.value)
+        if isinstance(value, NamedNode) and predicate in EDGE_LABELS:
+            edges.add((subject.value, EDGE_LABELS[predicate], value.value))
+            seen.append(value.value)
+        elif isinstance(value, NamedNode) and predicate in _INVERSE:
+            edges.add((value.value, EDGE_LABELS[_INVERSE[predicate]], subject.value))
+            seen.append(value.value)
+        elif isinstance(value, NamedNode | Literal):
+            facts[subject.value][predicate].append(value.value)
+
+    def first(iri: str, predicate: str) -> str | None:
+        values = sorted(facts.get(iri, {}).get(predicate, []))
+        return values[0] if values else None
+
+    drafts = []
+    for iri in set(seen):
+        types = facts.get(iri, {}).get(v.TYPE, [])
+        kind = next((KINDS[t] for t in sorted(types) if t in KINDS), "other")
+        drafts.append((iri, kind))
+    names: dict[str, str] = {}
+    nodes: list[Node] = []
+    for iri, kind in sorted(drafts, key=lambda d: (KIND_ORDER.index(d[1]), natural_key(_local(d[0])), d[0])):
+        names[iri] = _unique_name(iri, kind, set(names.values()))
+        nodes.append(_node(iri, kind, names[iri], first))
+    order = {node.iri: index for index, node in enumerate(nodes)}
+    drawn = sorted(edges, key=lambda e: (order[e[0]], e[1], order[e[2]]))
+    return Diagram(tuple(nodes), tuple(Edge(names[s], relation, names[t]) for s, relation, t in drawn))
+
+
+def _unique_name(iri: str, kind: str, taken: set[str]) -> str:
+    local = _local(iri)
+    base = re.sub(r"[^A-Za-z0-9_]", "_", f"topic_{local}" if kind == "topic" else local).strip("_") or "node"
+    if base.lower() in _MERMAID_WORDS or not base[0].isalpha() or base[0] in "ox":
+        base = f"n_{base}"
+    name, count = base, 1
+    while name in taken:
+        count += 1
+        name = f"{base}_{count}"
+    return name
+
+
+def _node(iri: str, kind: str, name: str, first: Any) -> Node:
+    identifier = first(iri, v.IDENTIFIER) or _local(iri)
+    status_iri = first(iri, v.HAS_STATUS)
+    status = _local(status_iri) if status_iri else None
+    title = first(iri, v.TITLE)
+    heading = identifier
+    if kind == "paper" and title is None:
+        authors, year = first(iri, v.AUTHORS), first(iri, v.YEAR)
+        title = f"{authors} ({year})" if authors and year else authors or year
+    elif kind == "topic":
+        heading = first(iri, v.SLUG) or identifier
+        title = first(iri, v.PREF_LABEL) or title
+    elif kind == "version":
+        practice = first(iri, v.IS_VERSION_OF)
+        number = first(iri, v.VERSION_NUMBER)
+        match = re.fullmatch(r"(.+)-v(\d+)", identifier)
+        base = _local(practice) if practice else (match.group(1) if match else identifier)
+        if number is None and match:
+            number = match.group(2)
+        heading = f"{base} v{number}" if number else identifier
+    if status in NOTED_STATUSES and kind in ("practice", "adr"):
+        heading = f"{heading} ({status})"
+    style = kind
+    if kind == "practice" and status in ("Proposed", "Rejected"):
+        style = f"practice{status}"
+    elif kind == "adr" and status in ("Superseded", "Deprecated"):
+        style = "adrSuperseded"
+    return Node(
+        iri=iri,
+        name=name,
+        kind=kind,
+        heading=heading,
+        title=short_title(title) if title else None,
+        full_title=" ".join(title.split()) if title else None,
+        status=status,
+        style=style,
+    )
+
+
+def term_value(term: Any) -> str:
+    """An IRI's or literal's value (a quoted triple has none: its text stands in)."""
+    return str(getattr(term, "value", term))
+
+
+class Neighbourhoods:
+    """The triples of one record's diagram, for each record of a graph (indexed once, so drawing
+    every record of the site costs little): the relations it takes part in (cites, names, filed
+    under, replaces, governed by), its version chain when it was revised, and the statements that
+    label every node they reach."""
+
+    def __init__(self, triples: Iterable[Triple]):
+        self._relations: dict[str, list[Triple]] = defaultdict(list)  # by subject and by object
+        self._labels: dict[str, list[Triple]] = defaultdict(list)  # by subject
+        self._versions: dict[str, list[str]] = defaultdict(list)  # practice -> its versions
+        self._revisions: dict[str, list[Triple]] = defaultdict(list)  # version -> its wasRevisionOf
+        self._current: dict[str, list[Triple]] = defaultdict(list)  # practice -> its currentVersion
+        relations = set(EDGE_LABELS) | set(_INVERSE)
+        labels = set(LABEL_PREDICATES)
+        for triple in triples:
+            subject, predicate, value = term_value(triple.subject), triple.predicate.value, term_value(triple.object)
+            if predicate in labels:
+                self._labels[subject].append(triple)
+            if predicate == v.IS_VERSION_OF:
+                self._versions[value].append(subject)
+            elif predicate == v.WAS_REVISION_OF:
+                self._revisions[subject].append(triple)
+            elif predicate == v.CURRENT_VERSION:
+                self._current[subject].append(triple)
+            elif predicate in relations:
+                self._relations[subject].append(triple)
+                if value != subject:
+                    self._relations[value].append(triple)
+
+    def of(self, iri: str) -> list[Triple]:
+        """The triples of the diagram of the resource ``iri``."""
+        chosen = list(self._relations.get(iri, []))
+        revisions = [t for version in self._versions.get(iri, []) for t in self._revisions.get(version, [])]
+        if revisions:
+            chosen += self._current.get(iri, []) + revisions
+        nodes = {iri} | {term_value(t.subject) for t in chosen} | {term_value(t.object) for t in chosen}
+        return chosen + [t for node in sorted(nodes) for t in self._labels.get(node, [])]
+
+
+def neighbourhood(triples: Iterable[Triple], iri: str) -> list[Triple]:
+    """The triples of the diagram of one record (see Neighbourhoods)."""
+    return Neighbourhoods(triples).of(iri)
+
+
+# ------------------------------------------------------------------------------------------ Mermaid
+
+
+def _mermaid_text(text: str) -> str:
+    """Text inside a quoted Mermaid label: quotes and markup characters as Mermaid entity codes."""
+    replacements = {"#": "#35;", '"': "#quot;", "<": "#lt;", ">": "#gt;", "&": "#amp;", "`": "#96;"}
+    return "".join(replacements.get(c, c) for c in text)
+
+
+def to_mermaid(diagram: Diagram, title: str | None = None) -> str:
+    """A Mermaid flowchart of the diagram (``flowchart LR``), ending in a newline."""
+    lines = [f"%% sotakg view: {' '.join(title.split())}"] if title else []
+    lines.append("flowchart LR")
+    for node in diagram.nodes:
+        opening, closing = STYLES[node.style].mermaid_shape
+        label = _mermaid_text(node.heading)
+        if node.title:
+            label += "<br/>" + _mermaid_text(node.title)
+        lines.append(f'  {node.name}{opening}"{label}"{closing}')
+    for edge in diagram.edges:
+        arrow = EDGE_STYLES.get(edge.relation, _PLAIN_EDGE)[0]
+        lines.append(f"  {edge.source} {arrow}|{edge.relation}| {edge.target}")
+    used: dict[str, list[str]] = defaultdict(list)
+    for node in diagram.nodes:
+        used[node.style].append(node.name)
+    for style_name in STYLES:
+        if style_name not in used:
+            continue
+        style = STYLES[style_name]
+        dash = {"dashed": ",stroke-dasharray:6 4", "dotted": ",stroke-dasharray:2 3"}.get(style.dash or "", "")
+        lines.append(f"  classDef {style_name} fill:{style.fill},stroke:{style.stroke},color:{style.text}{dash}")
+    for style_name in STYLES:
+        if style_name in used:
+            lines.append(f"  class {','.join(used[style_name])} {style_name}")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ DOT
+
+
+def _dot_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def _dot_attributes(attributes: Mapping[str, str]) -> str:
+    return ", ".join(f"{key}={_dot_string(value)}" for key, value in attributes.items())
+
+
+def to_dot(diagram: Diagram, title: str | None = None, links: Mapping[str, str] | None = None) -> str:
+    """A Graphviz digraph of the diagram. ``links`` maps node IRIs to URLs the drawn nodes link to
+    (in SVG output)."""
+    name = " ".join((title or "view").split())
+    lines = [
+        f"digraph {_dot_string(name)} {{",
+        f"  graph [rankdir=LR, nodesep=0.25, ranksep=0.5, fontname={_dot_string(FONT)}];",
+        f'  node [fontname={_dot_string(FONT)}, fontsize=10, penwidth=1.2, margin="0.12,0.06"];',
+        f"  edge [fontname={_dot_string(FONT)}, fontsize=9, arrowsize=0.7];",
+    ]
+    for node in diagram.nodes:
+        style = STYLES[node.style]
+        styles = ["filled"] + (["rounded"] if style.dot_shape == "box" else []) + ([style.dash] if style.dash else [])
+        label = node.heading + (f"\n{node.title}" if node.title else "")
+        attributes = {
+            "shape": style.dot_shape,
+            "style": ",".join(styles),
+            "fillcolor": style.fill,
+            "color": style.stroke,
+            "fontcolor": style.text,
+        }
+        if node.full_title and node.full_title != node.title:
+            attributes["tooltip"] = f"{node.heading}: {node.full_title}"
+        if links and node.iri in links:
+            attributes["URL"] = links[node.iri]
+            attributes["target"] = "_top"
+        lines.append(f"  {_dot_string(node.name)} [label={_dot_label(label)}, {_dot_attributes(attributes)}];")
+    for edge in diagram.edges:
+        attributes = {"label": edge.relation, **EDGE_STYLES.get(edge.relation, _PLAIN_EDGE)[1]}
+        lines.append(f"  {_dot_string(edge.source)} -> {_dot_string(edge.target)} [{_dot_attributes(attributes)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_label(text: str) -> str:
+    """A DOT label: quoted, lines separated by DOT's centred line break ``\\n``."""
+    return '"' + "\\n".join(_dot_string(line)[1:-1] for line in text.split("\n")) + '"'
+
+
+# ------------------------------------------------------------------------------------------ SVG
+
+
+def graphviz_available() -> bool:
+    """Whether Graphviz's ``dot`` is on the PATH."""
+    return shutil.which("dot") is not None
+
+
+def render_svgs(sources: list[str], timeout: float = 120.0) -> list[str]:
+    """Each DOT source drawn as SVG by one ``dot`` run (one process for all: dot starts slowly).
+    GraphvizMissing, naming the package, when dot is not installed."""
+    if not sources:
+        return []
+    dot = shutil.which("dot")
+    if dot is None:
+        raise GraphvizMissing(
+            f"SVG output needs Graphviz's dot program, which is not installed; install the "
+            f"{GRAPHVIZ_PACKAGE} package (for example: apt-get install {GRAPHVIZ_PACKAGE}), "
+            f"or use --format dot or mermaid"
+        )
+    try:
+        completed = subprocess.run(
+            [dot, "-Tsvg"], input="".join(sources).encode("utf-8"), capture_output=True, timeout=timeout
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SotakgError(f"Graphviz's dot could not draw the diagram: {error}") from None
+    if completed.returncode != 0:
+        message = completed.stderr.decode("utf-8", "replace").strip()
+        raise SotakgError(f"Graphviz's dot could not draw the diagram: {message}")
+    output = completed.stdout.decode("utf-8")
+    documents = [part for part in re.split(r"(?=<\?xml )", output) if part.strip()]
+    if len(documents) != len(sources):
+        raise SotakgError(f"Graphviz's dot drew {len(documents)} diagrams for {len(sources)} sources")
+    return documents
+
+
+def render_svg(source: str) -> str:
+    """One DOT source drawn as an SVG document."""
+    return render_svgs([source])[0]

@@ -1,0 +1,471 @@
+"""Graph views: the CONSTRUCT files, `sotakg views`, and `sotakg export view` as RDF, Mermaid, DOT and SVG."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse
+
+from sotakg import vocab as v
+from sotakg.cli import cli
+from sotakg.diagrams import (
+    Diagram,
+    diagram_from_triples,
+    neighbourhood,
+    render_svgs,
+    short_title,
+    to_dot,
+    to_mermaid,
+)
+from sotakg.errors import GraphvizMissing, ParameterProblem, QueryHeaderError, UnknownView
+from sotakg.queries import load_canned, queries_dir
+from sotakg.results import GraphResult
+from sotakg.sparql import LocalBackend
+from sotakg.views import find_view, load_views, resolve_view_format, run_view, views_dir
+
+from .conftest import REPO
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+MERMAID_CHECKER = Path(__file__).resolve().parent / "mermaid"
+
+#: Every shipped view, with the parameters it is exported with in the golden files.
+VIEWS = {
+    "citations": [],
+    "rejections": [],
+    "supersessions": [],
+    "topic": ["-p", "topic=distributed-optimization"],
+}
+
+
+def assert_golden(name: str, text: str) -> None:
+    """Compare with tests/golden/NAME; SOTAKG_UPDATE_GOLDEN=1 rewrites the file instead."""
+    path = GOLDEN / name
+    if os.environ.get("SOTAKG_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode("utf-8"))
+    assert text == path.read_bytes().decode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def backend(built_store: tuple[Path, Path]) -> LocalBackend:
+    data, store = built_store
+    return LocalBackend(store, data_dir=data)
+
+
+def invoke(runner, built_store, *args: str):
+    data, store = built_store
+    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args])
+
+
+def iri(record: str) -> NamedNode:
+    return NamedNode(v.record_iri(record))
+
+
+# ------------------------------------------------------------------------------------------ the view files
+
+
+def test_the_shipped_views_and_their_listing(runner, built_store):
+    assert [view.name for view in load_views()] == list(VIEWS)
+    assert [p.name for p in find_view("topic").params] == ["topic"]
+    result = invoke(runner, built_store, "views")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "NAME           PARAMETERS                                     SUMMARY\n"
+        "citations      -                                              Practices and the papers they cite as evidence\n"
+        "rejections     -                                              Rejected practices and the records their "
+        "rejection reasons name\n"
+        "supersessions  -                                              Supersession chains: revised practices with "
+        "their versions, and ADRs replacing ADRs\n"
+        "topic          topic (string, e.g. distributed-optimization)  One topic's subgraph: its practices, the "
+        "papers they cite and the records their reasons name\n"
+    )
+
+
+def test_canned_queries_do_not_include_the_views():
+    assert views_dir() == queries_dir() / "views"
+    assert {query.path.parent for query in load_canned()} == {queries_dir()}
+    # `rejections` is both a canned query (a table) and a view (a graph): each finds its own
+    canned = {query.name: query for query in load_canned()}
+    assert canned["rejections"].text.count("SELECT") >= 1 and "CONSTRUCT" not in canned["rejections"].text
+    assert "CONSTRUCT" in find_view("rejections").text
+
+
+def test_a_view_must_be_a_construct_query(tmp_path):
+    (tmp_path / "table.rq").write_text("#+ summary: a table\nSELECT ?s WHERE { ?s ?p ?o }\n", encoding="utf-8")
+    with pytest.raises(QueryHeaderError, match=r"table\.rq: a view must be a CONSTRUCT query"):
+        load_views(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "CONSTRUCT { ?s ?p ?topic } WHERE { ?s ?p ?o }",  # only in the template
+        "CONSTRUCT { ?s ?p ?o } WHERE { { SELECT ?s ?p ?o WHERE { ?s ?p ?o } } }",  # nowhere
+    ],
+)
+def test_a_view_parameter_must_occur_in_the_where_clause(tmp_path, body):
+    header = (
+        "#+ summary: one topic\n#+ params:\n#+   - name: topic\n#+     type: string\n"
+        "#+     example: distributed-optimization\n"
+    )
+    (tmp_path / "bad.rq").write_text(header + body + "\n", encoding="utf-8")
+    with pytest.raises(QueryHeaderError, match="parameter topic does not occur in the WHERE clause"):
+        load_views(tmp_path)
+
+
+def test_a_view_parameter_is_bound_not_spliced(tmp_path, backend):
+    header = (
+        "#+ summary: one topic\n#+ params:\n#+   - name: slug\n#+     type: string\n"
+        "#+     example: distributed-optimization\n"
+    )
+    body = "CONSTRUCT { ?t a sota:Topic } WHERE { ?t sota:slug ?slug }\n"
+    (tmp_path / "one.rq").write_text(header + body, encoding="utf-8")
+    view = find_view("one", tmp_path)
+    result = run_view(backend, view, {"slug": "distributed-optimization"})
+    assert result.triples == (
+        Triple(NamedNode(v.topic_iri("distributed-optimization")), NamedNode(v.TYPE), NamedNode(v.TOPIC_CLASS)),
+    )
+    with pytest.raises(ParameterProblem, match=r"view one found nothing for slug=x\" \} ; DROP ALL ; #"):
+        run_view(backend, view, {"slug": 'x" } ; DROP ALL ; #'})
+
+
+# ------------------------------------------------------------------------------------------ what the views hold
+
+
+def test_the_rejections_view(backend):
+    triples = set(run_view(backend, "rejections").triples)
+    names = NamedNode(v.REASON_NAMES)
+    assert {(t.subject, t.object) for t in triples if t.predicate == names} == {
+        (iri(a), iri(b))
+        for a, b in [
+            ("SOTA-046", "LIT-051"),
+            ("SOTA-049", "SOTA-048"),
+            ("SOTA-055", "LIT-059"),
+            ("SOTA-055", "SOTA-054"),
+            ("SOTA-073", "LIT-051"),
+            ("SOTA-073", "SOTA-048"),
+            ("SOTA-074", "SOTA-054"),
+            ("SOTA-076", "ADR-020"),
+            ("SOTA-076", "ADR-026"),
+        ]
+    }
+    # the labels the diagram needs come along
+    assert Triple(iri("SOTA-049"), NamedNode(v.HAS_STATUS), NamedNode(v.status_iri("Rejected"))) in triples
+    assert Triple(iri("SOTA-048"), NamedNode(v.TITLE), Literal("Group small tensors before communication")) in triples
+    assert Triple(iri("LIT-051"), NamedNode(v.AUTHORS), Literal("Jiang et al.")) in triples
+
+
+def test_the_supersessions_view_states_each_replacement_once(backend):
+    triples = run_view(backend, "supersessions").triples
+    relations = sorted(
+        (t.subject.value.removeprefix(v.ID), t.predicate.value, t.object.value.removeprefix(v.ID))
+        for t in triples
+        if t.predicate.value in (v.REPLACES, v.IS_REPLACED_BY, v.WAS_REVISION_OF, v.CURRENT_VERSION)
+    )
+    revised = ["SOTA-017", "SOTA-018", "SOTA-019", "SOTA-031", "SOTA-054", "SOTA-058", "SOTA-222"]
+    expected = [("ADR-026", v.REPLACES, "ADR-020")]
+    expected += [(p, v.CURRENT_VERSION, f"{p}-v2") for p in revised]
+    expected += [(f"{p}-v2", v.WAS_REVISION_OF, f"{p}-v1") for p in revised]
+    assert relations == sorted(expected)
+
+
+def test_the_topic_view(backend):
+    triples = run_view(backend, "topic", {"topic": "distributed-optimization"}).triples
+    topic = NamedNode(v.topic_iri("distributed-optimization"))
+    filed = {t.subject for t in triples if t.predicate.value == v.FILED_UNDER}
+    assert len(filed) == 42 and all(t.object == topic for t in triples if t.predicate.value == v.FILED_UNDER)
+    assert Triple(topic, NamedNode(v.PREF_LABEL), Literal("Distributed optimization")) in triples
+    cites = {(t.subject, t.object) for t in triples if t.predicate.value == v.CITES}
+    assert (iri("SOTA-049"), iri("LIT-051")) in cites and len(cites) == 36
+
+
+def test_view_results_are_sorted_and_without_repeats(backend):
+    triples = run_view(backend, "citations").triples
+    assert len(set(triples)) == len(triples)
+    assert list(triples) == sorted(triples, key=lambda t: (str(t.subject), str(t.predicate), str(t.object)))
+
+
+# ------------------------------------------------------------------------------------------ golden diagrams
+
+
+@pytest.mark.parametrize("fmt, extension", [("mermaid", "mmd"), ("dot", "dot")])
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_view_diagrams_golden(runner, built_store, name, fmt, extension):
+    result = invoke(runner, built_store, "export", "view", name, *VIEWS[name], "--format", fmt)
+    assert result.exit_code == 0, result.output
+    assert_golden(f"views/{name}.{extension}", result.stdout)
+
+
+def test_rejected_practices_look_different(runner, built_store):
+    mermaid = (GOLDEN / "views" / "rejections.mmd").read_text(encoding="utf-8")
+    assert '  SOTA_049("SOTA-049 (Rejected)<br/>Set buffer size to network…")' in mermaid
+    assert "  SOTA_049 -.->|names| SOTA_048" in mermaid
+    assert "  class SOTA_046,SOTA_049,SOTA_055,SOTA_073,SOTA_074,SOTA_076 practiceRejected" in mermaid
+    assert "  classDef practiceRejected fill:#fde8e8,stroke:#c53030,color:#9b2c2c,stroke-dasharray:6 4" in mermaid
+    dot = (GOLDEN / "views" / "rejections.dot").read_text(encoding="utf-8")
+    assert (
+        '  "SOTA_049" [label="SOTA-049 (Rejected)\\nSet buffer size to network…", shape="box", '
+        'style="filled,rounded,dashed", fillcolor="#fde8e8", color="#c53030", fontcolor="#9b2c2c", '
+        'tooltip="SOTA-049 (Rejected): Set buffer size to network bandwidth-delay product"];'
+    ) in dot
+    assert '  "SOTA_048" [label="SOTA-048\\nGroup small tensors before communication", shape="box", ' in dot
+
+
+# A grammar of the Mermaid flowchart subset diagrams.to_mermaid writes: every line must be one of these.
+_MERMAID_ID = r"[A-Za-z][A-Za-z0-9_]*"
+_MERMAID_LABEL = r'"(?:[^"<>#]|#(?:quot|lt|gt|amp|\d+);|<br/>)*"'
+_MERMAID_SHAPES = [("(", ")"), ("[", "]"), ("([", "])"), ("[[", "]]"), ("{{", "}}"), ("[(", ")]")]
+_MERMAID_NODE = re.compile(
+    rf"  (?P<id>{_MERMAID_ID})(?:"
+    + "|".join(re.escape(a) + _MERMAID_LABEL + re.escape(b) for a, b in _MERMAID_SHAPES)
+    + ")"
+)
+_MERMAID_EDGE = re.compile(rf"  (?P<a>{_MERMAID_ID}) (?:-->|-\.->|==>)\|[a-z ]+\| (?P<b>{_MERMAID_ID})")
+_MERMAID_CLASSDEF = re.compile(r"  classDef (?P<name>[A-Za-z]+) [a-z-]+:[#\w. ]+(?:,[a-z-]+:[#\w. ]+)*")
+_MERMAID_CLASS = re.compile(rf"  class (?P<ids>{_MERMAID_ID}(?:,{_MERMAID_ID})*) (?P<name>[A-Za-z]+)")
+_MERMAID_RESERVED = {"end", "graph", "flowchart", "subgraph", "style", "class", "classdef", "click", "linkstyle"}
+
+
+def check_mermaid(text: str) -> None:
+    """Fail unless ``text`` is a flowchart in the subset: declared nodes before edges, known classes."""
+    lines = text.split("\n")
+    assert lines[-1] == "", "ends with a newline"
+    lines = [line for line in lines[:-1] if not line.startswith("%% ")]
+    assert lines[0] == "flowchart LR"
+    nodes: set[str] = set()
+    defined: set[str] = set()
+    for line in lines[1:]:
+        if match := _MERMAID_NODE.fullmatch(line):
+            assert match["id"] not in nodes, f"node declared twice: {line}"
+            assert match["id"].lower() not in _MERMAID_RESERVED and match["id"][0] not in "ox"
+            nodes.add(match["id"])
+        elif match := _MERMAID_EDGE.fullmatch(line):
+            assert {match["a"], match["b"]} <= nodes, f"edge between undeclared nodes: {line}"
+        elif match := _MERMAID_CLASSDEF.fullmatch(line):
+            defined.add(match["name"])
+        elif match := _MERMAID_CLASS.fullmatch(line):
+            assert match["name"] in defined and set(match["ids"].split(",")) <= nodes, line
+        else:
+            raise AssertionError(f"not in the Mermaid subset: {line!r}")
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_mermaid_of_each_view_is_in_the_grammar(name):
+    check_mermaid((GOLDEN / "views" / f"{name}.mmd").read_text(encoding="utf-8"))
+
+
+def test_the_mermaid_grammar_check_can_fail():
+    good = (GOLDEN / "views" / "rejections.mmd").read_text(encoding="utf-8")
+    for broken in [
+        good.replace("-.->|names|", "-.->|names"),
+        good.replace('"SOTA-048<br/>', '"SOTA-048"<br/>'),
+        good.replace("SOTA_049 -.->", "SOTA_999 -.->"),
+        good.replace("flowchart LR", "flowchart"),
+    ]:
+        with pytest.raises(AssertionError):
+            check_mermaid(broken)
+
+
+def test_mermaid_parses_with_mermaid_js(tmp_path):
+    """The real Mermaid parser, when installed with `npm install --prefix tests/mermaid` (see its package.json)."""
+    node = shutil.which("node")
+    if node is None or not (MERMAID_CHECKER / "node_modules" / "mermaid").is_dir():
+        pytest.skip("Mermaid's parser is not installed (npm install --prefix tests/mermaid)")
+    files = [str(GOLDEN / "views" / f"{name}.mmd") for name in VIEWS]
+    broken = tmp_path / "broken.mmd"
+    broken.write_text("flowchart LR\n  A --> --> B\n", encoding="utf-8")
+    result = subprocess.run(
+        [node, str(MERMAID_CHECKER / "parse.mjs"), *files, str(broken)], capture_output=True, text=True, timeout=120
+    )
+    lines = result.stdout.splitlines()
+    assert lines[:-1] == [f"{file}: ok flowchart-v2" for file in files], result.stdout + result.stderr
+    assert lines[-1].startswith(f"{broken}: Parse error on line 2")
+    assert result.returncode == 1
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (apt-get install graphviz)")
+def test_dot_of_each_view_renders_with_graphviz():
+    sources = [(GOLDEN / "views" / f"{name}.dot").read_text(encoding="utf-8") for name in VIEWS]
+    svgs = render_svgs(sources)
+    for source, svg in zip(sources, svgs, strict=True):
+        assert svg.startswith('<?xml version="1.0" encoding="UTF-8" standalone="no"?>')
+        assert svg.rstrip().endswith("</svg>")
+        declared = len(re.findall(r"^  \"\w+\" \[label=", source, re.M))
+        drawn_edges = len(re.findall(r"^  \"\w+\" -> ", source, re.M))
+        assert svg.count('class="node"') == declared
+        assert svg.count('class="edge"') == drawn_edges
+    assert ">SOTA&#45;049 (Rejected)</text>" in svgs[1]
+
+
+# ------------------------------------------------------------------------------------------ the command
+
+
+@pytest.mark.parametrize(
+    "fmt, rdf_format", [("ttl", RdfFormat.TURTLE), ("nt", RdfFormat.N_TRIPLES), ("jsonld", RdfFormat.JSON_LD)]
+)
+def test_rdf_formats_hold_the_view(runner, built_store, backend, fmt, rdf_format):
+    result = invoke(runner, built_store, "export", "view", "rejections", "--format", fmt)
+    assert result.exit_code == 0, result.output
+    parsed = {quad.triple for quad in parse(result.stdout_bytes, rdf_format)}
+    assert parsed == set(run_view(backend, "rejections").triples)
+
+
+@pytest.mark.parametrize(
+    "filename, start",
+    [
+        ("view.ttl", "@prefix "),
+        ("view.nt", "<https://w3id.org/sotakg/id/ADR-020> "),
+        ("view.jsonld", '[{"@id":'),
+        ("view.mmd", "%% sotakg view: supersessions\nflowchart LR\n"),
+        ("view.dot", 'digraph "supersessions" {\n'),
+        pytest.param(
+            "view.svg",
+            "<?xml",
+            marks=pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed"),
+        ),
+    ],
+)
+def test_the_format_is_guessed_from_the_file_extension(runner, built_store, tmp_path, filename, start):
+    target = tmp_path / filename
+    result = invoke(runner, built_store, "export", "view", "supersessions", "-o", str(target))
+    assert result.exit_code == 0, result.output
+    assert result.output == ""
+    assert target.read_text(encoding="utf-8").startswith(start)
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["rejections"], 2, "writing to standard output needs --format (for example --format mermaid)"),
+        (["rejections", "-o", "view"], 2, "cannot tell the format of view"),
+        (
+            ["rejections", "--format", "png"],
+            2,
+            "unknown view format 'png'; use one of: turtle, ntriples, nquads, trig, jsonld, rdfxml, mermaid, dot, svg",
+        ),
+        (["rejection", "--format", "dot"], 2, "no view called 'rejection'; did you mean rejections?"),
+        (["topic", "--format", "dot"], 2, "view topic needs -p topic=distributed-optimization"),
+        (["topic", "-p", "topic=No Such", "--format", "dot"], 2, "parameter topic must match"),
+        (
+            ["topic", "-p", "topic=nope", "--format", "dot"],
+            2,
+            "view topic found nothing for topic=nope: no record matches that value",
+        ),
+        (["citations", "-p", "topic=x", "--format", "dot"], 2, "view citations has no parameter topic"),
+    ],
+)
+def test_export_view_usage_errors(runner, built_store, args, code, message):
+    result = invoke(runner, built_store, "export", "view", *args)
+    assert result.exit_code == code, result.output
+    assert message in " ".join(result.output.split())
+
+
+def test_svg_without_graphviz_names_the_package(runner, built_store, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name, *args, **kwargs: None)
+    result = invoke(runner, built_store, "export", "view", "rejections", "--format", "svg")
+    assert result.exit_code == 1
+    assert result.output == (
+        "Error: SVG output needs Graphviz's dot program, which is not installed; install the graphviz package "
+        "(for example: apt-get install graphviz), or use --format dot or mermaid\n"
+    )
+    with pytest.raises(GraphvizMissing):
+        render_svgs(["digraph {}"])
+
+
+def test_unknown_view_is_a_usage_problem():
+    with pytest.raises(UnknownView, match="'sotakg views' lists them: citations, rejections, supersessions, topic"):
+        find_view("nope")
+    assert resolve_view_format(None, Path("x.gv")) == "dot"
+    assert resolve_view_format("MMD", None) == "mermaid"
+
+
+# ------------------------------------------------------------------------------------------ the renderers
+
+
+def test_titles_are_cut_at_a_word_with_an_ellipsis():
+    assert short_title("Group small tensors before communication") == "Group small tensors before communication"
+    assert short_title("Set buffer size to network bandwidth-delay product") == "Set buffer size to network…"
+    assert short_title("x" * 50) == "x" * 39 + "…"
+    assert short_title("  spread\nover   lines ") == "spread over lines"
+
+
+def _practice(record: str, title: str, status: str = "Active") -> list[Triple]:
+    node = iri(record)
+    return [
+        Triple(node, NamedNode(v.TYPE), NamedNode(v.PRACTICE)),
+        Triple(node, NamedNode(v.IDENTIFIER), Literal(record)),
+        Triple(node, NamedNode(v.TITLE), Literal(title)),
+        Triple(node, NamedNode(v.HAS_STATUS), NamedNode(v.status_iri(status))),
+    ]
+
+
+def test_labels_are_escaped_in_both_languages():
+    triples = _practice("SOTA-001", 'Say "no" to <b> & #1 `x` \\ here')
+    mermaid = to_mermaid(diagram_from_triples(triples))
+    assert '  SOTA_001("SOTA-001<br/>Say #quot;no#quot; to #lt;b#gt; #amp; #35;1 #96;x#96; \\ here")' in mermaid
+    dot = to_dot(diagram_from_triples(triples))
+    assert '  "SOTA_001" [label="SOTA-001\\nSay \\"no\\" to <b> & #1 `x` \\\\ here", shape="box"' in dot
+    check_mermaid(mermaid)
+
+
+def test_node_names_are_safe_and_unique():
+    triples = [
+        Triple(NamedNode("https://example.org/end"), NamedNode(v.CITES), NamedNode("https://example.org/o-1")),
+        Triple(NamedNode("https://example.org/o_1"), NamedNode(v.CITES), NamedNode("https://example.org/end")),
+    ]
+    diagram = diagram_from_triples(triples)
+    assert [node.name for node in diagram.nodes] == ["n_end", "n_o_1", "n_o_1_2"]
+    check_mermaid(to_mermaid(diagram))
+
+
+def test_replacement_is_drawn_once_whichever_way_it_is_stated():
+    old, new = iri("ADR-020"), iri("ADR-026")
+    triples = [
+        Triple(new, NamedNode(v.REPLACES), old),
+        Triple(old, NamedNode(v.IS_REPLACED_BY), new),
+        Triple(old, NamedNode(v.TYPE), NamedNode(v.ADR)),
+        Triple(new, NamedNode(v.TYPE), NamedNode(v.ADR)),
+        Triple(old, NamedNode(v.HAS_STATUS), NamedNode(v.status_iri("Superseded"))),
+    ]
+    diagram = diagram_from_triples(triples)
+    assert [(e.source, e.relation, e.target) for e in diagram.edges] == [("ADR_026", "replaces", "ADR_020")]
+    assert [(n.name, n.heading, n.style) for n in diagram.nodes] == [
+        ("ADR_020", "ADR-020 (Superseded)", "adrSuperseded"),
+        ("ADR_026", "ADR-026", "adr"),
+    ]
+
+
+def test_diagrams_do_not_depend_on_the_order_of_the_triples(backend):
+    triples = list(run_view(backend, "topic", {"topic": "distributed-optimization"}).triples)
+    expected_mermaid = to_mermaid(diagram_from_triples(triples))
+    expected_dot = to_dot(diagram_from_triples(triples))
+    shuffled = triples[:]
+    random.Random(7).shuffle(shuffled)
+    assert to_mermaid(diagram_from_triples(shuffled)) == expected_mermaid
+    assert to_dot(diagram_from_triples(reversed(triples))) == expected_dot
+
+
+def test_a_record_neighbourhood(backend):
+    everything = list(run_view(backend, "topic", {"topic": "distributed-optimization"}).triples)
+    diagram: Diagram = diagram_from_triples(neighbourhood(everything, v.record_iri("SOTA-049")))
+    assert [(e.source, e.relation, e.target) for e in diagram.edges] == [
+        ("SOTA_049", "cites", "LIT_051"),
+        ("SOTA_049", "filed under", "topic_distributed_optimization"),
+        ("SOTA_049", "names", "SOTA_048"),
+    ]
+
+
+def test_the_readme_shows_the_supersessions_diagram():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    diagram = (GOLDEN / "views" / "supersessions.mmd").read_text(encoding="utf-8")
+    assert f"```mermaid\n{diagram}```" in readme
+
+
+def test_graph_result_renders_empty(backend):
+    assert to_mermaid(diagram_from_triples(GraphResult(()).triples)) == "flowchart LR\n"
