@@ -100,3 +100,18 @@ class QueryFailed(SotakgError):
 
 class RecordNotFound(SotakgError):
     """No practice, paper or ADR has the identifier asked for."""
+
+
+# ------------------------------------------------------------------------------------- sharing
+
+
+class EndpointError(SotakgError):
+    """A remote SPARQL endpoint could not be reached, or answered with an error."""
+
+
+class EndpointTimeout(EndpointError):
+    """A remote SPARQL endpoint did not answer within the time limit."""
+
+
+class ServeError(SotakgError):
+    """The Oxigraph server cannot be found, started or asked."""
