@@ -332,11 +332,9 @@ def queries_command(name: str | None, markdown: bool) -> None:
 
 @cli.command(name="query")
 @click.argument("name")
-@endpoint_options
-@click.option(
-    "-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable)."
-)
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable).")
 @format_option
+@endpoint_options
 @timeout_option
 @output_option
 @click.pass_context
@@ -461,6 +459,7 @@ def serve_command(ctx: click.Context, host: str, port: int, timeout: int, get_pa
 
     Example:
 
+    \b
         sotakg serve --port 7878
         sotakg serve --get '/query?query=ASK%7B%7D'
     """
@@ -499,7 +498,9 @@ def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeou
 
     Example:
 
-        SOTAKG_TOKEN=... sotakg publish --endpoint https://sparql.example.org/ds/data --graph https://w3id.org/sotakg
+    \b
+        SOTAKG_TOKEN=... sotakg publish --endpoint http://127.0.0.1:7878/store \\
+            --graph https://w3id.org/sotakg
     """
     from .publish import parse_size, publish
     from .remote import cleartext_warning
