@@ -53,12 +53,18 @@ def stop(process: subprocess.Popen) -> None:
 @contextmanager
 def oxigraph(location: Path, *extra: str, read_only: bool = False) -> Iterator[str]:
     """A real Oxigraph server (read-write unless ``read_only``) on a free loopback port: its base URL."""
-    from sotakg.serve import find_oxigraph
+    from sotakg.serve import child_setup, find_oxigraph
 
     port = free_port()
     mode = "serve-read-only" if read_only else "serve"
     command = [find_oxigraph(), mode, "--location", str(location), "--bind", f"{LOOPBACK}:{port}", *extra]
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=child_setup(),  # SIGTERM stops it even if this process ignores SIGTERM now
+    )
     try:
         base = f"http://{LOOPBACK}:{port}"
         wait_until_answers(base + "/query?query=ASK%7B%7D", process)

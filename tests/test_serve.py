@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -127,6 +128,12 @@ def test_addresses():
     assert serve.bind_address("::1", 7878) == "[::1]:7878"
     assert serve.base_url("0.0.0.0", 80) == "http://127.0.0.1:80"
     assert serve.base_url("::", 80) == "http://[::1]:80"
+
+
+def test_port_zero_is_refused(runner, built_store):
+    result = invoke(runner, built_store, "serve", "--port", "0")
+    assert result.exit_code == 2
+    assert "0 is not in the range 1<=x<=65535" in result.stderr
 
 
 def test_a_port_in_use_is_named():
@@ -307,6 +314,21 @@ def test_a_server_that_cannot_start_is_reported(built_store):
         taken.listen(1)
         port = taken.getsockname()[1]
         database = StoreLayout(built_store[1]).current_generation() / "oxigraph"  # type: ignore[operator]
-        with serve.OxigraphServer(database, port=port, log=__import__("tempfile").TemporaryFile()) as server:
+        with serve.OxigraphServer(database, port=port, log=tempfile.TemporaryFile()) as server:
             with pytest.raises(ServeError, match=r"^the Oxigraph server stopped while starting \(exit code 1\):"):
                 server.wait_ready(seconds=10)
+
+
+def test_the_server_stops_promptly_even_where_sigterm_is_ignored(built_store):
+    """After a committed build the process ignores SIGTERM; the server it starts must not inherit that."""
+    database = StoreLayout(built_store[1]).current_generation() / "oxigraph"  # type: ignore[operator]
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        server = serve.OxigraphServer(database, port=free_port())
+        server.start()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    server.wait_ready()
+    started = time.monotonic()
+    assert server.stop() == -signal.SIGTERM
+    assert time.monotonic() - started < 3

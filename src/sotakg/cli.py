@@ -432,7 +432,7 @@ def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
 
 @cli.command(name="serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
-@click.option("--port", type=click.IntRange(0, 65535), default=7878, show_default=True, help="Port to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=7878, show_default=True, help="Port to listen on.")
 @click.option(
     "--timeout",
     type=click.IntRange(min=1),
@@ -471,7 +471,15 @@ def serve_command(ctx: click.Context, host: str, port: int, timeout: int, get_pa
             raise click.ClickException(f"GET {get_path}: HTTP {answer.status} {answer.reason}: {answer.excerpt()}")
         click.echo(answer.body, nl=False)
         return
-    serve.serve(ctx.obj["data"], ctx.obj["store"], host, port, timeout, echo=lambda text: click.echo(text, nl=False))
+    serve.serve(
+        ctx.obj["data"],
+        ctx.obj["store"],
+        host,
+        port,
+        timeout,
+        echo=lambda text: click.echo(text, nl=False),
+        warn=lambda text: click.echo(text, err=True),
+    )
     click.echo("Stopped.")
 
 

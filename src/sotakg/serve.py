@@ -177,22 +177,27 @@ def hold_current_generation(data_dir: Path, store_path: Path) -> ServedStore:
 # ------------------------------------------------------------------------------------------ the server
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec function asking Linux to stop the child with SIGTERM when sotakg dies, even by
-    SIGKILL, so a server is never left behind; None elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
+def child_setup() -> Callable[[], None]:
+    """A preexec function for the server process: SIGINT and SIGTERM back to their defaults (a
+    signal ignored here, as after a committed build, would stay ignored in the child and it could not
+    be stopped), and, on Linux, SIGTERM to the child when sotakg dies, even by SIGKILL, so a server is
+    never left behind. (Linux sends that when the thread that started the child ends: start servers
+    from a thread that lives as long as they should.)"""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        import ctypes
 
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            prctl = None
     pr_set_pdeathsig = 1
 
     def preexec() -> None:
-        prctl(pr_set_pdeathsig, signal.SIGTERM)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if prctl is not None:
+            prctl(pr_set_pdeathsig, signal.SIGTERM)
 
     return preexec
 
@@ -246,7 +251,7 @@ class OxigraphServer:
                 stdout=self.log,
                 stderr=self.log,
                 start_new_session=True,
-                preexec_fn=_die_with_parent(),
+                preexec_fn=child_setup(),
             )
         except OSError as error:
             raise ServeError(f"cannot start {self.binary}: {error.strerror or error}") from None
@@ -338,18 +343,19 @@ def serve(
     port: int = DEFAULT_PORT,
     timeout: int = DEFAULT_SERVER_TIMEOUT,
     echo: Callable[[str], Any] = print,
+    warn: Callable[[str], Any] = print,
 ) -> int:
     """Serve the store until SIGINT or SIGTERM (forwarded to the server); 0 when stopped so.
 
-    ``echo`` receives the banner (and, first, the warning for a non-loopback host). ServeError when
-    the server cannot start, or exits by itself.
+    ``echo`` receives the banner once the server answers, ``warn`` the warning for a non-loopback
+    host. ServeError when the server cannot start, or exits by itself.
     """
     served = hold_current_generation(data_dir, store_path)
     binary = find_oxigraph()
     check_port_free(host, port)
     warning = bind_warning(host, port)
     if warning:
-        echo(warning)
+        warn(warning)
     server = OxigraphServer(served.database, host, port, timeout, binary)
     stop_requested: list[int] = []
 
