@@ -278,8 +278,47 @@ def timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(dict)[param.name or ""] = value
+
+
+def endpoint_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--endpoint URL and --graph IRI: run on a remote SPARQL 1.1 query endpoint instead of the store.
+    The values land in ctx.obj["endpoint"] and ctx.obj["graph"], where query_backend reads them."""
+    func = click.option(
+        "--graph",
+        metavar="IRI",
+        default=None,
+        expose_value=False,
+        callback=_remember,
+        help="With --endpoint: query this named graph (default-graph-uri) instead of the default graph.",
+    )(func)
+    return click.option(
+        "--endpoint",
+        metavar="URL",
+        default=None,
+        expose_value=False,
+        callback=_remember,
+        help="Query this SPARQL 1.1 endpoint instead of the embedded store "
+        "(credentials from SOTAKG_USER/SOTAKG_PASSWORD or SOTAKG_TOKEN).",
+    )(func)
+
+
 def query_backend(ctx: click.Context):
-    """The backend queries run on: the embedded store, rebuilt first when the data changed."""
+    """The backend queries run on: the remote endpoint of --endpoint (and --graph), else the embedded
+    store, rebuilt first when the data changed. The one place that chooses."""
+    endpoint, graph = ctx.obj.get("endpoint"), ctx.obj.get("graph")
+    if endpoint is not None:
+        from .remote import RemoteBackend, cleartext_warning
+
+        backend = RemoteBackend(endpoint, graph)
+        warning = cleartext_warning(endpoint)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
+        return backend
+    if graph is not None:
+        raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
     from .sparql import LocalBackend
 
     return LocalBackend(ctx.obj["store"], data_dir=ctx.obj["data"])
@@ -323,6 +362,7 @@ def queries_command(name: str | None, markdown: bool) -> None:
 @click.argument("name")
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable).")
 @format_option
+@endpoint_options
 @timeout_option
 @output_option
 @click.pass_context
@@ -354,6 +394,7 @@ def query_command(
 
 @cli.command(name="sparql")
 @click.argument("query", required=False)
+@endpoint_options
 @click.option(
     "--file",
     "query_file",
@@ -394,6 +435,7 @@ def sparql_command(
 
 @cli.command(name="why")
 @click.argument("record_id", metavar="ID")
+@endpoint_options
 @click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0, hidden=True)
 @click.pass_context
 def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
@@ -436,6 +478,7 @@ from .validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the engines
     show_default=True,
     help="The SHACL engine that runs the shapes.",
 )
+@endpoint_options
 @output_option
 @click.pass_context
 def validate_command(ctx: click.Context, format_name: str, strict: bool, engine: str, output: Path | None) -> None:
@@ -444,7 +487,8 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
     Builds the store first when the data changed. Exit 0 when there are no
     violations (warnings and infos are printed), 1 when there are (or warnings,
     with --strict), also when a data file cannot be read; 2 for unusable options
-    or a missing data folder.
+    or a missing data folder. With --endpoint, the rules run over the graph
+    published there; --data still locates each finding's file and line.
 
     Example:
 
@@ -454,7 +498,9 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
     from .report import render
     from .validate import validate
 
-    report = validate(ctx.obj["data"], ctx.obj["store"], engine=engine)
+    report = validate(
+        ctx.obj["data"], ctx.obj["store"], engine=engine, endpoint=ctx.obj.get("endpoint"), graph=ctx.obj.get("graph")
+    )
     write_output(render(report, format_name, strict=strict), output)
     if output is not None and str(output) != "-":
         click.echo(report.summary(), err=True)
@@ -484,6 +530,7 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
     metavar="N",
     help="Show at most N rows (or triples) of a result.",
 )
+@endpoint_options
 @click.pass_context
 def console_command(ctx: click.Context, format_name: str, timeout: float, max_rows: int) -> None:
     """Explore the graph in an interactive SPARQL shell.
@@ -586,3 +633,97 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
 
     report = build_site(query_backend(ctx), folder, graphviz=False if mermaid else None, timeout=timeout)
     click.echo(report.summary(folder))
+
+
+# ------------------------------------------------------------------ sharing: serve, publish (remote: --endpoint)
+
+
+@cli.command(name="serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
+@click.option("--port", type=click.IntRange(1, 65535), default=7878, show_default=True, help="Port to listen on.")
+@click.option(
+    "--timeout",
+    type=click.IntRange(min=1),
+    default=30,
+    show_default=True,
+    metavar="SECONDS",
+    help="Stop each query after this many whole seconds.",
+)
+@click.option(
+    "--get",
+    "get_path",
+    metavar="PATH",
+    default=None,
+    help="Answer one GET of PATH on a free loopback port, print the body and exit (0 on HTTP 200).",
+)
+@click.pass_context
+def serve_command(ctx: click.Context, host: str, port: int, timeout: int, get_path: str | None) -> None:
+    """Serve the graph read-only over the SPARQL 1.1 Protocol.
+
+    Runs the Oxigraph server (pip install 'sotakg[serve]') on the store, built
+    first if stale: a query page at /, the endpoint at /query. Updates and
+    Graph Store writes are refused (403). It serves the build it started with:
+    restart it after `sotakg build`. Ctrl-C stops it.
+
+    Example:
+
+    \b
+        sotakg serve --port 7878
+        sotakg serve --get '/query?query=ASK%7B%7D'
+    """
+    from . import serve
+
+    if get_path is not None:
+        answer = serve.get_once(ctx.obj["data"], ctx.obj["store"], get_path, timeout)
+        if answer.status != 200:
+            raise click.ClickException(f"GET {get_path}: HTTP {answer.status} {answer.reason}: {answer.excerpt()}")
+        click.echo(answer.body, nl=False)
+        return
+    serve.serve(
+        ctx.obj["data"],
+        ctx.obj["store"],
+        host,
+        port,
+        timeout,
+        echo=lambda text: click.echo(text, nl=False),
+        warn=lambda text: click.echo(text, err=True),
+    )
+    click.echo("Stopped.")
+
+
+@cli.command(name="publish")
+@click.option("--endpoint", required=True, metavar="URL", help="The server's Graph Store endpoint (e.g. .../store).")
+@click.option("--graph", metavar="IRI", default=None, help="Replace this named graph (default: the default graph).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Give up if the server has not answered after this long.",
+)
+@click.option("--max-bytes", default="512M", show_default=True, metavar="SIZE", help="Refuse to send more than this.")
+@click.pass_context
+def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeout: float, max_bytes: str) -> None:
+    """Replace a graph on a SPARQL server with this one, in one request.
+
+    One HTTP PUT of the whole graph as N-Triples (SPARQL 1.1 Graph Store
+    Protocol), so readers see the old graph or the new one, never half.
+    Credentials come from the environment only: SOTAKG_USER and
+    SOTAKG_PASSWORD (basic), or SOTAKG_TOKEN (bearer).
+
+    Example:
+
+    \b
+        SOTAKG_TOKEN=... sotakg publish --endpoint http://127.0.0.1:7878/store \\
+            --graph https://w3id.org/sotakg
+    """
+    from .publish import parse_size, publish
+    from .remote import cleartext_warning
+
+    limit = parse_size(max_bytes)
+    warning = cleartext_warning(endpoint)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+    report = publish(ctx.obj["data"], ctx.obj["store"], endpoint, graph, timeout, limit)
+    click.echo(report.describe())

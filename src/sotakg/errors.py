@@ -121,3 +121,18 @@ class UnknownView(UsageProblem):
 
 class GraphvizMissing(SotakgError):
     """SVG output needs Graphviz's ``dot`` program, and it is not installed."""
+
+
+# ------------------------------------------------------------------------------------- sharing
+
+
+class EndpointError(SotakgError):
+    """A remote SPARQL endpoint could not be reached, or answered with an error."""
+
+
+class EndpointTimeout(EndpointError):
+    """A remote SPARQL endpoint did not answer within the time limit."""
+
+
+class ServeError(SotakgError):
+    """The Oxigraph server cannot be found, started or asked."""

@@ -395,12 +395,19 @@ def validate(
     store_path: Path,
     engine: str = DEFAULT_ENGINE,
     shapes: Sequence[Path] | None = None,
+    endpoint: str | None = None,
+    graph: str | None = None,
+    timeout: float = 30.0,
 ) -> ValidationReport:
     """Validate the data folder against the filing rules, building the store first if it is stale.
 
     Data files that cannot be read are reported as ``data-readable`` findings (the store is left
-    alone); a missing data folder raises DataFolderMissing (a UsageProblem).
+    alone); a missing data folder raises DataFolderMissing (a UsageProblem). With ``endpoint``, the
+    rules run over the graph published there (``graph`` names a named graph) instead of the embedded
+    store; the data folder still gives the file and line of each finding.
     """
+    if graph is not None and endpoint is None:
+        raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
     run = engine_named(engine)
     paths = list(shapes) if shapes is not None else shapes_paths()
     rules = load_rules(paths)
@@ -409,9 +416,17 @@ def validate(
     except DataError as error:
         return ValidationReport(findings_from_problems(error.problems), rules, engine, 0, readable=False)
 
-    from .store import open_store
+    if endpoint is not None:
+        from pyoxigraph import RdfFormat, Store
 
-    store = open_store(data_dir, store_path)
+        from .remote import fetch_graph
+
+        store = Store()
+        store.load(fetch_graph(endpoint, graph, timeout=timeout), format=RdfFormat.N_TRIPLES)
+    else:
+        from .store import open_store
+
+        store = open_store(data_dir, store_path)
     return _report(run(store, paths), anthology, rules, engine)
 
 

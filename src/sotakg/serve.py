@@ -1,0 +1,428 @@
+"""``sotakg serve``: the store, read-only, over the SPARQL 1.1 Protocol, with the Oxigraph server.
+
+sotakg does not grow a server of its own: it runs ``oxigraph serve-read-only`` (the ``oxigraph``
+package on PyPI, ``pip install 'sotakg[serve]'``) as a child process on the store's current
+generation, which answers queries at ``/query``, offers a query page at ``/``, stops queries after
+``--timeout`` seconds, and answers every write (SPARQL Update, Graph Store PUT, POST and DELETE) with
+403. The generation is held (``store.hold_generation``) while it is served, so a ``sotakg build``
+meanwhile makes a new generation beside it and leaves the served one in place; the server keeps
+serving the build it started with until it is restarted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from .errors import EndpointError, ServeError, UsageProblem
+from .remote import DEFAULT_MAX_ANSWER, HttpAnswer, http_request, is_loopback
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7878
+#: Seconds a query may run on the server (``--timeout``; the server takes whole seconds).
+DEFAULT_SERVER_TIMEOUT = 30
+#: Seconds the server has to start answering.
+STARTUP_SECONDS = 20.0
+#: Seconds the server has to stop after SIGTERM before it is killed.
+STOP_SECONDS = 10.0
+#: The environment variable naming an oxigraph binary to use instead of the installed one.
+ENV_BINARY = "SOTAKG_OXIGRAPH"
+INSTALL_HINT = "pip install 'sotakg[serve]'"
+READY_PROBE = "/query?query=ASK%7B%7D"
+
+
+# ------------------------------------------------------------------------------------------ the binary
+
+
+def find_oxigraph(environ: Mapping[str, str] | None = None) -> str:
+    """The ``oxigraph`` server binary: ``$SOTAKG_OXIGRAPH``, else the one installed beside this Python
+    (the ``oxigraph`` package's console script), else one on PATH. ServeError naming the install
+    command when there is none."""
+    env = os.environ if environ is None else environ
+    chosen = env.get(ENV_BINARY)
+    if chosen:
+        if shutil.which(chosen) is None:
+            raise ServeError(f"{ENV_BINARY} names {chosen}, which is not an executable file")
+        return chosen
+    candidates = [Path(sysconfig.get_path("scripts")) / "oxigraph", Path(sys.executable).parent / "oxigraph"]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("oxigraph")
+    if found:
+        return found
+    raise ServeError(
+        f"the Oxigraph server is not installed; install it with: {INSTALL_HINT} "
+        f"(or point {ENV_BINARY} at an oxigraph binary)"
+    )
+
+
+# ------------------------------------------------------------------------------------------ addresses
+
+
+def bind_address(host: str, port: int) -> str:
+    """``host:port`` as the server's --bind takes it (IPv6 addresses in brackets)."""
+    return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def connect_host(host: str) -> str:
+    """Where to reach a server bound to ``host`` from this machine (a wildcard means loopback)."""
+    bare = host.strip("[]")
+    if bare in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if bare == "::":
+        return "::1"
+    return bare
+
+
+def base_url(host: str, port: int) -> str:
+    """The server's root URL as seen from this machine."""
+    target = connect_host(host)
+    return f"http://{bind_address(target, port)}"
+
+
+def bind_warning(host: str, port: int) -> str | None:
+    """A warning when the server would be reachable from other machines (it has no authentication)."""
+    if is_loopback(host):
+        return None
+    where = "every network interface" if connect_host(host) != host.strip("[]") else host
+    return (
+        f"warning: listening on {where} (port {port}) lets anyone who can reach this machine query the graph; "
+        f"the server has no authentication. Leave out --host to serve on 127.0.0.1 only."
+    )
+
+
+def free_port(host: str = DEFAULT_HOST) -> int:
+    """A port nothing listens on now (the system's choice)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((host.strip("[]"), 0))
+        return int(probe.getsockname()[1])
+
+
+def check_port_free(host: str, port: int) -> None:
+    """ServeError when ``host:port`` cannot be bound (in use, or not an address of this machine)."""
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As the server does (Rust sets SO_REUSEADDR), so a recently closed port is not taken for busy.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((bare, port))
+        except socket.gaierror as error:
+            raise UsageProblem(f"--host {host}: {error.strerror}") from None
+        except OSError as error:
+            import errno
+
+            if error.errno == errno.EADDRINUSE:
+                raise ServeError(
+                    f"port {port} on {host} is in use (another server?); choose another with --port"
+                ) from None
+            if error.errno == errno.EACCES:
+                raise ServeError(f"port {port} needs administrator rights; choose one above 1023 with --port") from None
+            raise ServeError(f"cannot listen on {bind_address(host, port)}: {error.strerror}") from None
+
+
+# ------------------------------------------------------------------------------------------ the store
+
+
+@dataclass(frozen=True)
+class ServedStore:
+    """The generation being served: its directory, its Oxigraph database and its triple count."""
+
+    generation: Path
+    triples: int
+
+    @property
+    def database(self) -> Path:
+        from .store import DATABASE
+
+        return self.generation / DATABASE
+
+
+def hold_current_generation(data_dir: Path, store_path: Path) -> ServedStore:
+    """Build the store if stale, then hold its current generation for this process's lifetime.
+
+    The generation is read and held under the build lock: a build deletes the generation it replaces
+    only if nobody holds it, and it decides that under the same lock, so it cannot slip in between.
+    """
+    from .build import build
+    from .records import display_path
+    from .store import StoreLayout, build_lock, hold_generation, is_fresh, read_manifest
+
+    layout = StoreLayout(store_path)
+    if not is_fresh(data_dir, layout):
+        build(data_dir, store_path, wait_seconds=120.0)
+    with build_lock(layout, wait_seconds=120.0):
+        generation = layout.current_generation()
+        if generation is None:
+            raise ServeError(f"no store at {display_path(store_path)}; run 'sotakg build' first")
+        generation = generation.resolve()
+        hold_generation(generation)
+    return ServedStore(generation, int(read_manifest(generation).get("triples", 0)))
+
+
+# ------------------------------------------------------------------------------------------ the server
+
+
+def child_setup() -> Callable[[], None]:
+    """A preexec function for the server process: SIGINT and SIGTERM back to their defaults (a
+    signal ignored here, as after a committed build, would stay ignored in the child and it could not
+    be stopped), and, on Linux, SIGTERM to the child when sotakg dies, even by SIGKILL, so a server is
+    never left behind. (Linux sends that when the thread that started the child ends: start servers
+    from a thread that lives as long as they should.)"""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            prctl = None
+    pr_set_pdeathsig = 1
+
+    def preexec() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if prctl is not None:
+            prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    return preexec
+
+
+class OxigraphServer:
+    """``oxigraph serve-read-only`` on a database, as a child process.
+
+    ``log`` receives the server's output (None: this process's standard output and error).
+    Use as a context manager, or call ``start``, ``wait_ready`` and ``stop``.
+    """
+
+    def __init__(
+        self,
+        database: Path,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        timeout: int = DEFAULT_SERVER_TIMEOUT,
+        binary: str | None = None,
+        log: IO[bytes] | None = None,
+    ):
+        self.database = database
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self.binary = binary or find_oxigraph()
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return base_url(self.host, self.port)
+
+    def command(self) -> list[str]:
+        return [
+            self.binary,
+            "serve-read-only",
+            "--location",
+            str(self.database),
+            "--bind",
+            bind_address(self.host, self.port),
+            "--timeout-s",
+            str(self.timeout),
+        ]
+
+    def start(self) -> None:
+        """Start the server process (in its own session: a Ctrl-C reaches sotakg, which forwards it)."""
+        try:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=self.log,
+                start_new_session=True,
+                preexec_fn=child_setup(),
+            )
+        except OSError as error:
+            raise ServeError(f"cannot start {self.binary}: {error.strerror or error}") from None
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait_ready(self, seconds: float = STARTUP_SECONDS, stop: Callable[[], bool] = lambda: False) -> None:
+        """Return once the server answers a query; ServeError if it exits or stays silent for ``seconds``.
+        ``stop`` ends the wait early (returning) when it becomes true."""
+        deadline = time.monotonic() + seconds
+        probe = self.url + READY_PROBE
+        while time.monotonic() < deadline and not stop():
+            if not self.running():
+                code = self.process.returncode if self.process is not None else None
+                raise ServeError(f"the Oxigraph server stopped while starting (exit code {code}){self._log_tail()}")
+            try:
+                answer = http_request("GET", probe, timeout=1.0, max_bytes=1024)
+                if answer.status == 200:
+                    return
+            except EndpointError:
+                pass
+            time.sleep(0.05)
+        if not stop():
+            raise ServeError(f"the Oxigraph server did not answer within {seconds:g} s{self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        if self.log is None or not hasattr(self.log, "seek"):
+            return ""
+        self.log.flush()
+        self.log.seek(0)
+        text = self.log.read()[-2000:].decode("utf-8", "replace").strip()
+        return f":\n{text}" if text else ""
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the server if it runs."""
+        if self.running() and self.process is not None:
+            try:
+                self.process.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    def wait(self) -> int:
+        """Wait for the server to exit; its exit status."""
+        assert self.process is not None
+        return self.process.wait()
+
+    def stop(self) -> int | None:
+        """Stop the server (SIGTERM, then SIGKILL after STOP_SECONDS) and reap it."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+    def __enter__(self) -> OxigraphServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+
+def serve_banner(store_path: Path, served: ServedStore, url: str, timeout: int) -> str:
+    """What ``sotakg serve`` prints once the server answers."""
+    from .records import display_path
+
+    return (
+        f"Serving {display_path(store_path)} ({served.triples} triples) read-only with the Oxigraph server.\n"
+        f"  query page:       {url}/\n"
+        f"  SPARQL endpoint:  {url}/query\n"
+        f"Queries stop after {timeout} s; updates and Graph Store writes are refused (403).\n"
+        f"It serves this build: after 'sotakg build', stop it and start it again to serve the new data.\n"
+        f"Press Ctrl-C to stop.\n"
+    )
+
+
+def serve(
+    data_dir: Path,
+    store_path: Path,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    timeout: int = DEFAULT_SERVER_TIMEOUT,
+    echo: Callable[[str], Any] = print,
+    warn: Callable[[str], Any] = print,
+) -> int:
+    """Serve the store until SIGINT or SIGTERM (forwarded to the server); 0 when stopped so.
+
+    ``echo`` receives the banner once the server answers, ``warn`` the warning for a non-loopback
+    host. ServeError when the server cannot start, or exits by itself.
+    """
+    served = hold_current_generation(data_dir, store_path)
+    binary = find_oxigraph()
+    check_port_free(host, port)
+    warning = bind_warning(host, port)
+    if warning:
+        warn(warning)
+    server = OxigraphServer(served.database, host, port, timeout, binary)
+    stop_requested: list[int] = []
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        stop_requested.append(signum)
+        server.signal(signum)
+
+    previous = _install({signal.SIGINT: forward, signal.SIGTERM: forward})
+    try:
+        server.start()
+        if stop_requested:  # a signal that came before there was a server to forward it to
+            server.signal(stop_requested[0])
+        try:
+            server.wait_ready(stop=lambda: bool(stop_requested))
+        except ServeError:
+            if stop_requested:
+                return 0
+            raise
+        if not stop_requested:
+            echo(serve_banner(store_path, served, server.url, timeout))
+        code = server.wait()
+    finally:
+        server.stop()
+        _install(previous)
+    if stop_requested:
+        return 0
+    raise ServeError(f"the Oxigraph server stopped by itself (exit code {code})")
+
+
+def _install(handlers: Mapping[int, Any]) -> dict[int, Any]:
+    """Install signal handlers (in the main thread only); the previous ones."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+
+
+def get_once(
+    data_dir: Path,
+    store_path: Path,
+    path: str,
+    timeout: int = DEFAULT_SERVER_TIMEOUT,
+    max_bytes: int = DEFAULT_MAX_ANSWER,
+) -> HttpAnswer:
+    """Start the server on a free loopback port, GET ``path`` from it, stop it: the answer.
+
+    For scripts and CI (``sotakg serve --get PATH``). UsageProblem when ``path`` does not start with
+    ``/``; ServeError when the server does not start or does not answer.
+    """
+    if not path.startswith("/"):
+        raise UsageProblem(f"--get takes a path starting with /, such as /query?query=ASK%7B%7D, not {path!r}")
+    served = hold_current_generation(data_dir, store_path)
+    binary = find_oxigraph()
+    problem: ServeError | None = None
+    for _attempt in range(3):  # another process may take the free port before the server binds it
+        with tempfile.TemporaryFile() as log:
+            with OxigraphServer(served.database, DEFAULT_HOST, free_port(), timeout, binary, log) as server:
+                try:
+                    server.wait_ready()
+                except ServeError as error:
+                    problem = error
+                    continue
+                try:
+                    # The server stops a query at ``timeout``; a little more lets it say so itself.
+                    return http_request("GET", server.url + path, timeout=timeout + 5, max_bytes=max_bytes)
+                except EndpointError as error:
+                    raise ServeError(f"GET {path}: {error}") from None
+    assert problem is not None
+    raise problem

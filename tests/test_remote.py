@@ -1,0 +1,391 @@
+"""`--endpoint`: canned queries, ad-hoc SPARQL and `why` against a real Oxigraph server give the
+embedded store's answers; the same refusals apply; a broken, cut-short, oversized, silent or slow
+answer is an error, never a partial result."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from pyoxigraph import Literal, NamedNode, Variable
+
+from sotakg.cli import cli
+from sotakg.errors import QueryFailed, QuerySyntaxError, QueryTimeout, UsageProblem
+from sotakg.publish import publish
+from sotakg.queries import load_canned
+from sotakg.remote import RemoteBackend, fetch_graph, prologue, with_values
+from sotakg.results import GraphResult, SelectResult
+from sotakg.serve import OxigraphServer, free_port
+from sotakg.sparql import run_query
+from sotakg.store import DATABASE, StoreLayout
+from sotakg.vocab import PREFIXES
+
+from .servers import Stub, closed_port, oxigraph, silent_port, stub_server
+
+GRAPH = "https://example.org/graphs/sotakg"
+CANNED = load_canned()
+RECORDS = ["SOTA-049", "SOTA-017", "SOTA-076", "SOTA-214", "LIT-051", "ADR-020", "ADR-026"]
+NO_CREDENTIALS = {"SOTAKG_USER": None, "SOTAKG_PASSWORD": None, "SOTAKG_TOKEN": None}
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory, built_store: tuple[Path, Path]):
+    """A real Oxigraph server holding the shipped graph twice, in the default graph and in GRAPH:
+    its query endpoint."""
+    data, store = built_store
+    with oxigraph(tmp_path_factory.mktemp("remote") / "db") as base:
+        publish(data, store, f"{base}/store", environ={})
+        publish(data, store, f"{base}/store", GRAPH, environ={})
+        yield f"{base}/query"
+
+
+def invoke(runner, built_store, *args: str):
+    data, store = built_store
+    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args], env=NO_CREDENTIALS)
+
+
+def as_set(json_text: str) -> tuple[list[str], set[str]]:
+    """Variables and the set of rows of a SPARQL JSON results document (rows as canonical JSON)."""
+    document = json.loads(json_text)
+    rows = {json.dumps(row, sort_keys=True) for row in document["results"]["bindings"]}
+    return document["head"]["vars"], rows
+
+
+@pytest.mark.parametrize("graph", [None, GRAPH], ids=["default-graph", "named-graph"])
+@pytest.mark.parametrize("query", CANNED, ids=[q.name for q in CANNED])
+def test_every_canned_query_answers_as_the_embedded_store(runner, built_store, endpoint, query, graph):
+    params = [arg for p in query.params for arg in ("-p", p.usage())]
+    local = invoke(runner, built_store, "query", query.name, *params, "-f", "json")
+    remote_args = ["--endpoint", endpoint] + (["--graph", graph] if graph else [])
+    remote = invoke(runner, built_store, "query", query.name, *params, "-f", "json", *remote_args)
+    assert local.exit_code == 0 and remote.exit_code == 0, local.output + remote.output
+    variables, rows = as_set(local.stdout)
+    assert as_set(remote.stdout) == (variables, rows)
+    assert rows or query.name == "orphan-papers"  # the comparison is not between two empty answers
+
+
+@pytest.mark.parametrize("record", RECORDS)
+def test_why_tells_the_same_story(runner, built_store, endpoint, record):
+    local = invoke(runner, built_store, "why", record)
+    remote = invoke(runner, built_store, "why", record, "--endpoint", endpoint)
+    assert local.exit_code == 0 and remote.exit_code == 0, remote.output
+    assert remote.stdout == local.stdout
+    golden = Path(__file__).resolve().parent / "golden" / f"why-{record}.txt"
+    assert remote.stdout == golden.read_text(encoding="utf-8")
+
+
+def test_an_unknown_record_is_not_found_remotely_too(runner, built_store, endpoint):
+    local = invoke(runner, built_store, "why", "SOTA-0499")
+    result = invoke(runner, built_store, "why", "SOTA-0499", "--endpoint", endpoint)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: no practice, paper or ADR has the identifier SOTA-0499; did you mean SOTA-049"
+    )
+    assert result.stderr == local.stderr
+
+
+def test_ad_hoc_select_ask_and_construct_match(runner, built_store, endpoint):
+    select = "SELECT ?p ?v WHERE { ?p sota:currentVersion/sota:versionNumber ?v FILTER(?v > 1) } ORDER BY ?p"
+    for form, query, fmt in [
+        ("select", select, "tsv"),
+        ("ask", "ASK { id:SOTA-049 sota:status sota:Rejected }", "json"),
+        ("construct", "CONSTRUCT { ?p sota:rests ?paper } WHERE { ?p cito:citesAsEvidence ?paper }", "ntriples"),
+        ("describe", "DESCRIBE id:LIT-051", "ntriples"),
+    ]:
+        local = invoke(runner, built_store, "sparql", query, "-f", fmt)
+        remote = invoke(runner, built_store, "sparql", query, "-f", fmt, "--endpoint", endpoint)
+        assert local.exit_code == 0 and remote.exit_code == 0, (form, remote.output)
+        assert remote.stdout == local.stdout, form
+        assert remote.stdout.strip(), form
+
+
+def test_the_named_graph_is_queried_with_default_graph_uri(built_store, endpoint):
+    with stub_server(Stub(body=b'{"head":{},"boolean":true}', content_type="application/sparql-results+json")) as stub:
+        backend = RemoteBackend(f"{stub.url}/sparql?x=1", GRAPH, environ={})
+        run_query(backend, "ASK { ?s ?p ?o }")
+    (request,) = stub.requests
+    assert request.method == "POST"
+    assert request.path == "/sparql?x=1&default-graph-uri=https%3A%2F%2Fexample.org%2Fgraphs%2Fsotakg"
+    assert request.headers["Content-Type"] == "application/sparql-query"
+    assert request.headers["Accept"] == "application/sparql-results+json"
+    sent = request.body.decode()
+    assert sent.startswith(
+        "PREFIX sota: <https://w3id.org/sotakg/ontology#>\nPREFIX id: <https://w3id.org/sotakg/id/>\n"
+    )
+    assert sent == prologue("", PREFIXES) + "ASK { ?s ?p ?o }"
+    assert sent.count("PREFIX ") == len(PREFIXES)
+
+
+def test_prefixes_the_query_declares_are_not_declared_again():
+    text = "PREFIX sota: <http://other.example/#>\nSELECT * { ?s a sota:X }"
+    assert prologue(text, {"sota": "https://w3id.org/sotakg/ontology#", "id": "https://w3id.org/sotakg/id/"}) == (
+        "PREFIX id: <https://w3id.org/sotakg/id/>\n"
+    )
+
+
+def test_bindings_go_first_in_the_where_group_as_escaped_terms():
+    text = "SELECT ?text ?p WHERE { ?p dcterms:title ?t FILTER(CONTAINS(?t, ?text)) }"
+    bound = with_values(text, {Variable("text"): Literal('"} } ; DROP ALL #'), Variable("p"): NamedNode("http://x/a")})
+    assert bound == (
+        "SELECT ?text ?p WHERE {\n"
+        'VALUES (?text ?p) { ("\\"} } ; DROP ALL #" <http://x/a>) }\n'
+        " ?p dcterms:title ?t FILTER(CONTAINS(?t, ?text)) }"
+    )
+    construct = "CONSTRUCT { ?x ?p ?o } WHERE { ?x ?p ?o }"
+    assert with_values(construct, {Variable("x"): NamedNode("http://x/a")}) == (
+        "CONSTRUCT { ?x ?p ?o } WHERE {\nVALUES (?x) { (<http://x/a>) }\n ?x ?p ?o }"
+    )
+    short = "CONSTRUCT WHERE { ?x ?p ?o }"
+    assert with_values(short, {Variable("x"): NamedNode("http://x/a")}) == short + "\nVALUES (?x) { (<http://x/a>) }\n"
+    exists = "SELECT (EXISTS { ?a ?b ?c } AS ?e) ?x { ?x ?p ?o }"
+    assert with_values(exists, {Variable("x"): NamedNode("http://x/a")}) == (
+        "SELECT (EXISTS { ?a ?b ?c } AS ?e) ?x {\nVALUES (?x) { (<http://x/a>) }\n ?x ?p ?o }"
+    )
+
+
+def test_a_hostile_parameter_value_is_only_a_literal(runner, built_store, endpoint):
+    value = 'buffer"} } ; DROP ALL ; #'
+    local = invoke(runner, built_store, "query", "practices-mentioning", "-p", f"text={value}", "-f", "json")
+    remote = invoke(
+        runner,
+        built_store,
+        "query",
+        "practices-mentioning",
+        "-p",
+        f"text={value}",
+        "-f",
+        "json",
+        "--endpoint",
+        endpoint,
+    )
+    assert local.exit_code == 0 and remote.exit_code == 0, remote.output
+    assert as_set(remote.stdout) == as_set(local.stdout) == (["text", "practice", "status", "title"], set())
+    count = invoke(runner, built_store, "sparql", "SELECT (COUNT(*) AS ?n) { ?s ?p ?o }", "--endpoint", endpoint)
+    assert count.stdout.splitlines()[2].strip() == "771"
+
+
+def test_fetch_graph_gives_the_whole_graph(built_store, endpoint, shipped_store):
+    from pyoxigraph import DefaultGraph, RdfFormat
+
+    fetched = fetch_graph(endpoint, GRAPH, environ={})
+    expected = shipped_store.dump(format=RdfFormat.N_TRIPLES, from_graph=DefaultGraph())
+    assert set(fetched.splitlines()) == set(expected.splitlines())
+    assert len(fetched.splitlines()) == 771
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "DROP ALL",
+        "INSERT DATA { id:x id:y id:z }",
+        "SELECT * { SERVICE <http://127.0.0.1:9/> { ?s ?p ?o } }",
+        "SELECT * FROM <http://127.0.0.1:9/g> { ?s ?p ?o }",
+        "LOAD <http://127.0.0.1:9/data.ttl>",
+    ],
+)
+def test_the_same_refusals_apply_before_anything_is_sent(runner, built_store, query):
+    with stub_server(Stub()) as stub:
+        result = invoke(runner, built_store, "sparql", query, "--endpoint", f"{stub.url}/query")
+    assert result.exit_code == 2, result.output
+    assert stub.requests == []
+
+
+def test_a_syntax_error_points_at_the_users_line(built_store):
+    from sotakg.sparql import LocalBackend
+
+    text = "SELECT ?x WHERE {\n  ?x ?y\n}"
+    with pytest.raises(QuerySyntaxError) as local:
+        run_query(LocalBackend(built_store[1]), text)
+    backend = RemoteBackend(f"http://127.0.0.1:{closed_port()}/query", environ={})  # never reached
+    with pytest.raises(QuerySyntaxError) as remote:
+        run_query(backend, text)
+    assert (remote.value.line, str(remote.value)) == (3, str(local.value))
+
+
+def test_a_closed_port(runner, built_store):
+    port = closed_port()
+    result = invoke(runner, built_store, "sparql", "ASK {}", "--endpoint", f"http://127.0.0.1:{port}/query")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: connection refused by 127.0.0.1:{port}: no server listens there (is it running?)\n"
+
+
+def remote_error(stub: Stub, query: str = "SELECT ?n { ?s ?p ?n }", timeout: float = 10.0, **backend: object):
+    """The exception running ``query`` on a stub endpoint raises."""
+    with stub_server(stub) as running:
+        endpoint = RemoteBackend(f"{running.url}/query", environ={}, **backend)  # type: ignore[arg-type]
+        with pytest.raises((QueryFailed, QueryTimeout)) as caught:
+            run_query(endpoint, query, timeout=timeout)
+    return caught.value
+
+
+JSON = "application/sparql-results+json"
+
+
+def test_a_200_with_a_truncated_json_body_is_an_error():
+    error = remote_error(Stub(body=b'{"head":{"vars":["n"]},"results":{"bindings":[{"n":', content_type=JSON))
+    assert isinstance(error, QueryFailed)
+    assert "sent an answer that is not valid SPARQL JSON results" in str(error)
+    assert str(error).endswith("; nothing is shown")
+
+
+def test_a_200_with_trailing_garbage_is_an_error():
+    error = remote_error(Stub(body=b'{"head":{},"boolean":true} and more', content_type=JSON), "ASK {}")
+    assert isinstance(error, QueryFailed)
+    assert "not valid SPARQL JSON results" in str(error)
+
+
+def test_an_ask_answer_to_a_select_is_an_error():
+    error = remote_error(Stub(body=b'{"head":{},"boolean":true}', content_type=JSON))
+    assert isinstance(error, QueryFailed)
+    assert "a SELECT answer needs results.bindings" in str(error)
+
+
+def test_oxigraphs_cancelled_answer_is_a_timeout():
+    body = b'{"head":{"vars":["n"]},"results":{"bindings":[The SPARQL operation has been cancelled'
+    error = remote_error(Stub(body=body, content_type=JSON))
+    assert isinstance(error, QueryTimeout)
+    assert "stopped the query at its own time limit and sent a cut-short answer" in str(error)
+
+
+def test_an_answer_shorter_than_announced_is_an_error():
+    body = b'{"head":{"vars":["n"]},"results":{"bindings":[]}}'
+    error = remote_error(Stub(body=body, content_type=JSON, content_length=len(body) + 100))
+    assert isinstance(error, QueryFailed)
+    assert "was cut short" in str(error)
+
+
+def test_a_broken_ntriples_answer_is_an_error():
+    body = b'<http://x/a> <http://x/b> <http://x/c> .\n<http://x/a> <http://x/b> "unterminated'
+    error = remote_error(Stub(body=body, content_type="application/n-triples"), "CONSTRUCT WHERE { ?s ?p ?o }")
+    assert isinstance(error, QueryFailed)
+    assert "sent an answer that is not valid ntriples" in str(error)
+
+
+def test_an_html_page_is_not_results():
+    error = remote_error(Stub(body=b"<html>Welcome to nginx</html>", content_type="text/html"))
+    assert isinstance(error, QueryFailed)
+    assert str(error).endswith(
+        "answered with text/html, not application/sparql-results+json: <html>Welcome to nginx</html>"
+    )
+
+
+def test_an_oversized_answer_is_abandoned():
+    body = b'{"head":{"vars":["n"]},"results":{"bindings":[' + b" " * 5000 + b"]}}"
+    error = remote_error(Stub(body=body, content_type=JSON), max_bytes=1000)
+    assert isinstance(error, QueryFailed)
+    assert "is larger than 1000 bytes; it was abandoned (narrow the query, or add LIMIT)" in str(error)
+
+
+def test_401_names_the_variables():
+    error = remote_error(Stub(status=401, body=b"no"))
+    assert str(error).endswith(
+        "the server wants credentials: set SOTAKG_USER and SOTAKG_PASSWORD (basic "
+        "authentication) or SOTAKG_TOKEN (a bearer token) in the environment"
+    )
+
+
+def test_a_silent_endpoint_times_out():
+    with silent_port() as port:
+        backend = RemoteBackend(f"http://127.0.0.1:{port}/query", environ={})
+        started = time.monotonic()
+        with pytest.raises(QueryTimeout, match=r"did not answer within 0\.5 s; raise --timeout or narrow the query"):
+            run_query(backend, "ASK {}", timeout=0.5)
+    assert time.monotonic() - started < 3
+
+
+def test_a_dripping_answer_stops_at_the_deadline():
+    body = b'{"head":{"vars":["n"]},"results":{"bindings":[]}}'
+    started = time.monotonic()
+    error = remote_error(Stub(body=body, content_type=JSON, drip_seconds=0.1), timeout=1.0)
+    assert isinstance(error, QueryTimeout)
+    assert "did not finish answering within 1 s" in str(error)
+    assert time.monotonic() - started < 4
+
+
+def test_a_real_oxigraph_timeout_is_reported(built_store):
+    """The Oxigraph server stops a slow query at --timeout-s and writes into a 200 answer."""
+    database = StoreLayout(built_store[1]).current_generation() / DATABASE  # type: ignore[operator]
+    with OxigraphServer(database, port=free_port(), timeout=1) as server:
+        server.wait_ready()
+        backend = RemoteBackend(f"{server.url}/query", environ={})
+        with pytest.raises(QueryTimeout, match="stopped the query at its own time limit"):
+            run_query(backend, "SELECT (COUNT(*) AS ?n) { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }", timeout=20)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--graph", GRAPH], "--graph needs --endpoint: the embedded store keeps everything in its default graph"),
+        (["--endpoint", "localhost:7878"], "--endpoint must be an http:// or https:// URL, not 'localhost:7878'"),
+        (["--endpoint", "http://127.0.0.1:9/q", "--graph", "g"], "--graph must be an absolute IRI"),
+    ],
+)
+def test_option_mistakes_are_usage_errors(runner, built_store, args, message):
+    result = invoke(runner, built_store, "sparql", "ASK {}", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_remote_backend_checks_at_once():
+    with pytest.raises(UsageProblem, match="basic authentication needs both"):
+        RemoteBackend("http://127.0.0.1:9/query", environ={"SOTAKG_PASSWORD": "p"})
+    assert RemoteBackend("http://h/q", GRAPH, environ={}).label == f"the endpoint http://h/q (graph <{GRAPH}>)"
+
+
+def test_results_are_the_neutral_kinds(endpoint):
+    backend = RemoteBackend(endpoint, environ={})
+    select = run_query(backend, "SELECT ?v { id:SOTA-017 sota:currentVersion/sota:versionNumber ?v }")
+    assert isinstance(select, SelectResult) and select.texts() == [("2",)]
+    graph = run_query(backend, "CONSTRUCT WHERE { id:SOTA-017 sota:currentVersion ?v }")
+    assert isinstance(graph, GraphResult) and len(graph) == 1
+
+
+# ------------------------------------------------------------------------ validate and console remotely
+
+
+@pytest.mark.parametrize("graph", [None, GRAPH], ids=["default-graph", "named-graph"])
+def test_validate_on_the_endpoint_reports_what_the_embedded_store_reports(runner, built_store, endpoint, graph):
+    local = invoke(runner, built_store, "validate", "--format", "json")
+    extra = ["--graph", graph] if graph else []
+    remote = invoke(runner, built_store, "validate", "--format", "json", "--endpoint", endpoint, *extra)
+    assert (local.exit_code, remote.exit_code) == (0, 0), remote.output
+    assert json.loads(remote.stdout)["findings"] == json.loads(local.stdout)["findings"]
+    assert len(json.loads(local.stdout)["findings"]) == 7
+
+
+def test_validate_on_the_endpoint_finds_a_violation_there(runner, tmp_path, built_store):
+    data, store = built_store
+    with oxigraph(tmp_path / "db") as base:
+        publish(data, store, f"{base}/store", environ={})
+        remove = "DELETE WHERE { <https://w3id.org/sotakg/id/SOTA-049> <http://purl.org/dc/terms/title> ?t }"
+        import urllib.request
+
+        request = urllib.request.Request(
+            f"{base}/update", data=remove.encode(), headers={"Content-Type": "application/sparql-update"}
+        )
+        urllib.request.urlopen(request, timeout=10).read()
+        result = invoke(runner, built_store, "validate", "--endpoint", f"{base}/query")
+    assert result.exit_code == 1
+    assert "[practice-title]" in result.output and "(SOTA-049)" in result.output
+
+
+def test_validate_graph_without_endpoint_is_a_usage_error(runner, built_store):
+    result = invoke(runner, built_store, "validate", "--graph", GRAPH)
+    assert result.exit_code == 2
+    assert "--graph needs --endpoint" in result.output
+
+
+def test_console_runs_piped_statements_on_the_endpoint(runner, built_store, endpoint):
+    script = ".run practices-citing paper=LIT-051\nSELECT (COUNT(*) AS ?n) WHERE { ?s a sota:Practice };\n"
+    data, store = built_store
+    result = runner.invoke(
+        cli,
+        ["--data", str(data), "--store", str(store), "console", "-f", "csv", "--endpoint", endpoint],
+        input=script,
+        env=NO_CREDENTIALS,
+    )
+    assert result.exit_code == 0, result.output
+    assert "SOTA-046" in result.stdout and "SOTA-076" in result.stdout
+    assert result.stdout.endswith("\nn\n42\n")

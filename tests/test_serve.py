@@ -1,0 +1,334 @@
+"""`sotakg serve`: the Oxigraph server on the store, read-only, on loopback; `--get` for scripts; signals
+stop it cleanly; the served generation outlives concurrent builds; the server never outlives sotakg."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sotakg import serve
+from sotakg.cli import cli
+from sotakg.errors import ServeError
+from sotakg.queries import load_canned, run_canned
+from sotakg.remote import RemoteBackend
+from sotakg.sparql import LocalBackend
+from sotakg.store import StoreLayout
+
+from .conftest import SHIPPED_DATA, subprocess_env
+from .servers import free_port, stop, wait_until_answers
+
+ASK = "/query?query=ASK%7B%7D"
+COUNT = "/query?query=" + urllib.parse.quote("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
+
+
+def invoke(runner, built_store, *args: str):
+    data, store = built_store
+    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args])
+
+
+# ------------------------------------------------------------------------------------------ --get
+
+
+def test_get_answers_one_request(runner, built_store):
+    result = invoke(runner, built_store, "serve", "--get", ASK)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == '{"head":{},"boolean":true}'
+    counted = invoke(runner, built_store, "serve", "--get", COUNT)
+    assert counted.exit_code == 0, counted.output
+    assert json.loads(counted.stdout)["results"]["bindings"][0]["n"]["value"] == "771"
+
+
+def test_get_exits_1_on_other_statuses(runner, built_store):
+    missing = invoke(runner, built_store, "serve", "--get", "/nothing")
+    assert missing.exit_code == 1
+    assert missing.stdout == ""
+    assert missing.stderr == "Error: GET /nothing: HTTP 404 Not Found: GET /nothing is not supported by this server\n"
+    broken = invoke(runner, built_store, "serve", "--get", "/query?query=SELEC")
+    assert broken.exit_code == 1
+    assert broken.stderr == "Error: GET /query?query=SELEC: HTTP 400 Bad Request: error at 1:6: expected [_]\n"
+
+
+def test_get_needs_a_path(runner, built_store):
+    result = invoke(runner, built_store, "serve", "--get", "query?query=ASK%7B%7D")
+    assert result.exit_code == 2
+    assert "--get takes a path starting with /, such as /query?query=ASK%7B%7D, not 'query?query=ASK%7B%7D'" in (
+        result.stderr
+    )
+
+
+def test_get_builds_a_stale_store_first(runner, data_copy, tmp_path):
+    result = runner.invoke(cli, ["--data", str(data_copy), "--store", str(tmp_path / "s"), "serve", "--get", COUNT])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["results"]["bindings"][0]["n"]["value"] == "771"
+
+
+# ------------------------------------------------------------------------------------------ the binary
+
+
+def test_a_missing_server_names_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.delenv("SOTAKG_OXIGRAPH", raising=False)
+    monkeypatch.setattr(serve.sysconfig, "get_path", lambda name: str(tmp_path))
+    monkeypatch.setattr(serve.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr(serve.shutil, "which", lambda name: None)
+    with pytest.raises(ServeError) as caught:
+        serve.find_oxigraph()
+    assert str(caught.value) == (
+        "the Oxigraph server is not installed; install it with: pip install 'sotakg[serve]' "
+        "(or point SOTAKG_OXIGRAPH at an oxigraph binary)"
+    )
+
+
+def test_a_missing_server_fails_the_command(runner, built_store, tmp_path):
+    result = runner.invoke(
+        cli,
+        ["--data", str(built_store[0]), "--store", str(built_store[1]), "serve", "--get", ASK],
+        env={"SOTAKG_OXIGRAPH": str(tmp_path / "no-oxigraph")},
+    )
+    assert result.exit_code == 1
+    assert (
+        result.stderr == f"Error: SOTAKG_OXIGRAPH names {tmp_path / 'no-oxigraph'}, which is not an executable file\n"
+    )
+
+
+def test_the_installed_server_is_found():
+    found = serve.find_oxigraph({})
+    assert Path(found).name == "oxigraph" and os.access(found, os.X_OK)
+
+
+# ------------------------------------------------------------------------------------------ addresses
+
+
+def test_loopback_is_quiet_and_anything_else_warns():
+    for host in ("127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"):
+        assert serve.bind_warning(host, 7878) is None, host
+    assert serve.bind_warning("0.0.0.0", 7878) == (
+        "warning: listening on every network interface (port 7878) lets anyone who can reach this machine query "
+        "the graph; the server has no authentication. Leave out --host to serve on 127.0.0.1 only."
+    )
+    assert serve.bind_warning("192.168.1.20", 80).startswith("warning: listening on 192.168.1.20 (port 80) lets")
+
+
+def test_addresses():
+    assert serve.bind_address("127.0.0.1", 7878) == "127.0.0.1:7878"
+    assert serve.bind_address("::1", 7878) == "[::1]:7878"
+    assert serve.base_url("0.0.0.0", 80) == "http://127.0.0.1:80"
+    assert serve.base_url("::", 80) == "http://[::1]:80"
+
+
+def test_port_zero_is_refused(runner, built_store):
+    result = invoke(runner, built_store, "serve", "--port", "0")
+    assert result.exit_code == 2
+    assert "0 is not in the range 1<=x<=65535" in result.stderr
+
+
+def test_a_port_in_use_is_named():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(ServeError) as caught:
+            serve.check_port_free("127.0.0.1", port)
+    assert str(caught.value) == f"port {port} on 127.0.0.1 is in use (another server?); choose another with --port"
+
+
+# ------------------------------------------------------------------------------------------ serving
+
+
+class Served:
+    """A `sotakg serve` child process and where it listens."""
+
+    def __init__(self, process: subprocess.Popen, base: str, data: Path, store: Path, banner: str):
+        self.process, self.base, self.data, self.store, self.banner = process, base, data, store, banner
+
+    def finish(self, signum: int) -> tuple[int, str, str]:
+        """Send ``signum``; the exit status, everything printed on standard output, and standard error."""
+        self.process.send_signal(signum)
+        out, err = self.process.communicate(timeout=20)
+        return self.process.returncode, self.banner + out, err
+
+
+@pytest.fixture
+def served(data_copy: Path, tmp_path: Path) -> Iterator[Served]:
+    """`sotakg serve` on a store of its own, on a free loopback port, answering."""
+    store = tmp_path / "store"
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sotakg", "--data", str(data_copy), "--store", str(store), "serve", "--port", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+    try:
+        banner = read_banner(process)
+        base = f"http://127.0.0.1:{port}"
+        wait_until_answers(base + ASK, process)
+        yield Served(process, base, data_copy, store, banner)
+    finally:
+        stop(process)
+        if process.stdout:
+            process.stdout.close()
+        if process.stderr:
+            process.stderr.close()
+
+
+def read_banner(process: subprocess.Popen, seconds: float = 30.0) -> str:
+    """The lines `sotakg serve` prints once it answers (the process is killed if they do not come)."""
+    lines: list[str] = []
+    timer = threading.Timer(seconds, process.kill)
+    timer.start()
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if line == "Press Ctrl-C to stop.\n":
+                break
+    finally:
+        timer.cancel()
+    return "".join(lines)
+
+
+def status_of(method: str, url: str, body: bytes | None = None, content_type: str | None = None) -> int:
+    headers = {"Content-Type": content_type} if content_type else {}
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def answers(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(base + ASK, timeout=2) as answer:
+            return answer.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def test_serve_refuses_every_write(served):
+    triple = b"<http://x/a> <http://x/b> <http://x/c> ."
+    update = b"INSERT DATA { <http://x/a> <http://x/b> <http://x/c> }"
+    assert status_of("POST", served.base + "/update", update, "application/sparql-update") == 403
+    form = urllib.parse.urlencode({"update": update.decode()}).encode()
+    assert status_of("POST", served.base + "/update", form, "application/x-www-form-urlencoded") == 403
+    for method in ("PUT", "POST"):
+        for target in ("/store?default", "/store?graph=http%3A%2F%2Fx%2Fg", "/store"):
+            assert status_of(method, served.base + target, triple, "application/n-triples") == 403, (method, target)
+    assert status_of("DELETE", served.base + "/store?default") == 403
+    assert status_of("DELETE", served.base + "/store?graph=http%3A%2F%2Fx%2Fg") == 403
+    with urllib.request.urlopen(served.base + COUNT, timeout=10) as answer:
+        assert json.load(answer)["results"]["bindings"][0]["n"]["value"] == "771"
+
+
+def test_serve_answers_as_the_embedded_store_and_stops_on_sigterm(served):
+    local = LocalBackend(served.store)
+    remote = RemoteBackend(served.base + "/query", environ={})
+    for query in load_canned()[:4]:
+        raw = {p.name: p.example for p in query.params}
+        expected, got = run_canned(local, query, raw), run_canned(remote, query, raw)
+        assert set(got.rows) == set(expected.rows) and got.variables == expected.variables, query.name  # type: ignore[union-attr]
+    code, out, err = served.finish(signal.SIGTERM)
+    assert code == 0, err
+    assert out == (
+        f"Serving {served.store} (771 triples) read-only with the Oxigraph server.\n"
+        f"  query page:       {served.base}/\n"
+        f"  SPARQL endpoint:  {served.base}/query\n"
+        "Queries stop after 30 s; updates and Graph Store writes are refused (403).\n"
+        "It serves this build: after 'sotakg build', stop it and start it again to serve the new data.\n"
+        "Press Ctrl-C to stop.\n"
+        "Stopped.\n"
+    )
+    assert not answers(served.base)
+
+
+def test_sigint_stops_it_cleanly_too(served):
+    code, out, err = served.finish(signal.SIGINT)
+    assert code == 0, err
+    assert out.endswith("Press Ctrl-C to stop.\nStopped.\n")
+    assert "Traceback" not in err
+    assert not answers(served.base)
+
+
+def test_the_served_generation_outlives_builds(served):
+    layout = StoreLayout(served.store)
+    generation = layout.current_generation()
+    assert generation is not None
+    practice = served.data / "practices" / "SOTA-049.yaml"
+    practice.unlink()
+    for _ in range(2):  # the second build cleans up what no one holds: not the served generation
+        build = subprocess.run(
+            [sys.executable, "-m", "sotakg", "--data", str(served.data), "--store", str(served.store), "build"],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(),
+            timeout=60,
+        )
+        assert build.returncode == 0, build.stderr
+        shutil.copy(SHIPPED_DATA / "practices" / "SOTA-049.yaml", practice)
+    assert layout.current_generation() != generation
+    assert (generation / "oxigraph").is_dir()
+    with urllib.request.urlopen(served.base + COUNT, timeout=10) as answer:
+        assert json.load(answer)["results"]["bindings"][0]["n"]["value"] == "771"  # still the build it started with
+    code, _, err = served.finish(signal.SIGTERM)
+    assert code == 0, err
+    rebuild = subprocess.run(
+        [sys.executable, "-m", "sotakg", "--data", str(served.data), "--store", str(served.store), "build", "--force"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
+    assert rebuild.returncode == 0, rebuild.stderr
+    assert not generation.exists()  # released when the server stopped
+
+
+def test_the_server_does_not_outlive_a_killed_sotakg(served):
+    served.process.kill()  # SIGKILL: sotakg cannot forward anything
+    served.process.wait(10)
+    deadline = time.monotonic() + 10
+    while answers(served.base) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not answers(served.base)
+
+
+def test_a_server_that_cannot_start_is_reported(built_store):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        database = StoreLayout(built_store[1]).current_generation() / "oxigraph"  # type: ignore[operator]
+        with serve.OxigraphServer(database, port=port, log=tempfile.TemporaryFile()) as server:
+            with pytest.raises(ServeError, match=r"^the Oxigraph server stopped while starting \(exit code 1\):"):
+                server.wait_ready(seconds=10)
+
+
+def test_the_server_stops_promptly_even_where_sigterm_is_ignored(built_store):
+    """After a committed build the process ignores SIGTERM; the server it starts must not inherit that."""
+    database = StoreLayout(built_store[1]).current_generation() / "oxigraph"  # type: ignore[operator]
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        server = serve.OxigraphServer(database, port=free_port())
+        server.start()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    server.wait_ready()
+    started = time.monotonic()
+    assert server.stop() == -signal.SIGTERM
+    assert time.monotonic() - started < 3
