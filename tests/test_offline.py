@@ -31,6 +31,13 @@ COMMANDS: list[tuple[list[str], int]] = [
     (["sparql", "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"], 0),
     (["sparql", "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s ?p ?o } }"], 2),
     (["why", "SOTA-049"], 0),
+    (["views"], 0),
+    (["export", "view", "citations", "-f", "mermaid", "-o", "citations.mmd"], 0),
+    (["export", "view", "topic", "-p", "topic=distributed-optimization", "-f", "dot", "-o", "topic.dot"], 0),
+    (["export", "index", "--all", "-o", "pages"], 0),
+    (["export", "site", "site"], 0),
+    (["serve", "--get", "/query?query=ASK%7B%7D"], 0),
+    (["console", "-f", "csv", "<", "script.rq"], 0),
 ]
 
 
@@ -50,7 +57,9 @@ def test_command_works_offline_and_never_reaches_out(workdir, args, code):
     env = subprocess_env()
     env["PYTHONPATH"] = f"{OFFLINE}:{env['PYTHONPATH']}"
     env["SOTAKG_NETWORK_LOG"] = str(log)
-    command = " ".join(["ip link set lo up &&", sys.executable, "-m", "sotakg", *map(_quote, args)])
+    (workdir / "script.rq").write_text(".run practices-citing paper=LIT-051\nSELECT * WHERE { ?s ?p ?o } LIMIT 3;\n")
+    words = [arg if arg == "<" else _quote(arg) for arg in args]
+    command = " ".join(["ip link set lo up &&", sys.executable, "-m", "sotakg", *words])
     result = subprocess.run(
         ["unshare", "-n", "sh", "-c", command], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
     )
