@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .sources import max_file_bytes
+from .sources import max_file_bytes, read_bounded
 
 if TYPE_CHECKING:
     from .records import Anthology
@@ -98,9 +98,9 @@ def _read_all(data: DataSnapshot) -> dict[str, bytes]:
     contents = dict(data.contents)
     limit = max_file_bytes()
     for source in data.sources:
-        if source.relative not in contents and source.size <= limit and source.kind is not None:
+        if source.relative not in contents and source.kind is not None:
             with contextlib.suppress(OSError):
-                contents[source.relative] = Path(source.path).read_bytes()
+                contents[source.relative] = read_bounded(source.path, limit)
     return contents
 
 

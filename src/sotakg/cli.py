@@ -21,6 +21,9 @@ def _translated(invoke: Callable[[click.Context], Any], ctx: click.Context) -> A
         raise click.UsageError(str(error), ctx) from None
     except SotakgError as error:
         raise click.ClickException(str(error)) from None
+    except OSError as error:  # a path the system refuses: say which and why, not a traceback
+        where = f" {error.filename}" if error.filename else ""
+        raise click.ClickException(f"cannot use{where}: {error.strerror or error}") from None
 
 
 class SotakgCommand(click.Command):

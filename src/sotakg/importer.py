@@ -11,6 +11,7 @@ from .records import (
     KINDS,
     REGISTRY_ID,
     Record,
+    SourceRefusal,
     atomic_write_text,
     check_record,
     decode,
@@ -19,6 +20,7 @@ from .records import (
     read_record,
     record_path,
 )
+from .sources import NotARegularFile, SourceTooLarge, max_file_bytes, read_bounded
 
 
 @dataclass
@@ -39,11 +41,13 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False) -> ImportRe
     """
     shown = display_path(page)
     try:
-        text = decode(page.read_bytes())
+        text = decode(read_bounded(page, max_file_bytes()))
+    except (NotARegularFile, SourceTooLarge) as error:
+        raise ImportProblem(f"cannot import {shown}: {error}") from None
     except OSError as error:
         raise ImportProblem(f"cannot read {shown}: {error.strerror}") from None
-    except Exception as error:  # decode's refusal carries the line
-        raise ImportProblem(f"{shown}:{getattr(error, 'line', '?')}: {error}") from None
+    except SourceRefusal as refusal:
+        raise ImportProblem(f"{shown}:{refusal.line}: {refusal.message}") from None
     parsed = parse_page(text, shown)
     report = ImportReport(warnings=list(parsed.warnings))
 

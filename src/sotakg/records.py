@@ -20,10 +20,13 @@ from .fastyaml import parse_canonical
 from .sources import (
     FOLDER_KINDS,
     REGISTRY_FILE,
+    NotARegularFile,
     SourceFile,
+    SourceTooLarge,
     atomic_write_text,
     display_path,
     max_file_bytes,
+    read_bounded,
     scan_sources,
 )
 
@@ -38,6 +41,8 @@ __all__ = [
 ]
 
 MAX_DEPTH = 32
+#: Bounds that keep a typo from blowing up the compiled graph (a version makes one node per version).
+HIGHEST = {"version": 1000, "year": 9999, "declared_size": 10**9}
 
 IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DECLARED_ID_RE = re.compile(r"^id:[ \t]*['\"]?([A-Za-z0-9][A-Za-z0-9._-]*)", re.M)
@@ -379,9 +384,12 @@ def _check_field(spec: FieldSpec, value: Any, text: str | None) -> str | None:
             hint = f'; YAML reads {text} as {_describe(value)}: quote it, {spec.name}: "{text}"'
         return f"'{spec.name}' must be text, got {_describe(value)}{hint}"
     if spec.type == "int":
-        if isinstance(value, int) and not isinstance(value, bool):
-            return None
-        return f"'{spec.name}' must be a whole number, got {_describe(value)}"
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"'{spec.name}' must be a whole number, got {_describe(value)}"
+        highest = HIGHEST.get(spec.name)
+        if highest is not None and value > highest:
+            return f"'{spec.name}' is {value}, more than any real record has (at most {highest})"
+        return None
     if spec.type == "ids":
         if not isinstance(value, list):
             return f"'{spec.name}' must be a list of identifiers ([LIT-016, ...]), got {_describe(value)}"
@@ -402,11 +410,7 @@ def read_record(path: Path, kind: str, shown: str | None = None, data: bytes | N
     fallback_id = path.stem if kind != "registry" else REGISTRY_ID
     try:
         if data is None:
-            limit = max_file_bytes()
-            size = path.stat().st_size
-            if size > limit:
-                raise SourceRefusal(None, too_large(size, limit))
-            data = path.read_bytes()
+            data = read_bounded(path, max_file_bytes())
         text = decode(data)
         parsed = parse_canonical(text)
         if parsed is None:
@@ -417,13 +421,11 @@ def read_record(path: Path, kind: str, shown: str | None = None, data: bytes | N
         values, lines, texts, start = parsed
     except SourceRefusal as refusal:
         raise DataError([Problem(shown, refusal.line, fallback_id, refusal.message)]) from None
+    except (NotARegularFile, SourceTooLarge) as error:
+        raise DataError([Problem(shown, None, fallback_id, str(error))]) from None
     except OSError as error:
         raise DataError([Problem(shown, None, fallback_id, f"cannot read: {error.strerror}")]) from None
     return check_record(kind, values, shown, lines, texts, start)
-
-
-def too_large(size: int, limit: int) -> str:
-    return f"file is {size} bytes, over the {limit}-byte limit (raise it with SOTAKG_MAX_FILE_BYTES)"
 
 
 def check_record(

@@ -4,6 +4,7 @@ freshness check, and free of the YAML parser's import cost)."""
 from __future__ import annotations
 
 import os
+import stat
 from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
@@ -79,7 +80,16 @@ def scan_sources(data_dir: Path) -> list[SourceFile]:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part."""
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part.
+
+    A symbolic link is followed (its target is replaced, the link stays); a path that is not a
+    regular file (a FIFO, a device such as /dev/null or /dev/stdout) is written to directly, since
+    renaming over it would replace it."""
+    path = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -93,7 +103,38 @@ def atomic_write_text(path: Path, text: str) -> None:
             temporary.unlink()
 
 
+def read_bounded(path: Path | str, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; SourceTooLarge or NotARegularFile
+    otherwise (checked before opening, so a FIFO cannot block and a device cannot flood memory)."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise NotARegularFile("not a regular file (a device, FIFO or socket); sotakg reads only files")
+    if info.st_size > limit:
+        raise SourceTooLarge(too_large(info.st_size, limit))
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise SourceTooLarge(too_large(len(data), limit))
+    return data
+
+
+def too_large(size: int, limit: int) -> str:
+    return f"file is {size} bytes, over the {limit}-byte limit (raise it with SOTAKG_MAX_FILE_BYTES)"
+
+
+class NotARegularFile(OSError):
+    """A path names a device, FIFO or socket where a file was expected."""
+
+
+class SourceTooLarge(OSError):
+    """A file is over the size limit."""
+
+
 __all__ = [
+    "NotARegularFile",
+    "SourceTooLarge",
+    "read_bounded",
+    "too_large",
     "DEFAULT_MAX_FILE_BYTES",
     "FOLDER_KINDS",
     "REGISTRY_FILE",

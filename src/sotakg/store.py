@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__
 from .errors import StoreBusy, StoreError
 from .resources import ontology_path
-from .sources import SourceFile, atomic_write_text, display_path, max_file_bytes, scan_sources
+from .sources import SourceFile, atomic_write_text, display_path, max_file_bytes, read_bounded, scan_sources
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
@@ -202,10 +202,12 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
         cached = known.get(source.relative)
         if cached and cached[0] == source.size and cached[1] == source.mtime_ns:
             hashes[source.relative] = cached[2]
-        elif source.size > limit:
-            hashes[source.relative] = f"unread:{source.size}:{source.mtime_ns}"
         else:
-            data = Path(source.path).read_bytes()
+            try:
+                data = read_bounded(source.path, limit)
+            except OSError:  # too large, not a file, unreadable: the build reports it, naming the file
+                hashes[source.relative] = f"unread:{source.size}:{source.mtime_ns}"
+                continue
             contents[source.relative] = data
             hashes[source.relative] = hashlib.sha256(data).hexdigest()
     return DataSnapshot(sources, stat_digest, fingerprint(data_dir, hashes), hashes, contents)
@@ -272,7 +274,10 @@ def hold_generation(generation: Path) -> None:
     """
     if generation in _held_reader_locks:
         return
-    handle = open(generation / READERS_LOCK, "a+")
+    try:
+        handle = open(generation / READERS_LOCK, "a+")
+    except OSError:  # a read-only checkout: nobody can build there either, so nothing to guard against
+        return
     fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
     _held_reader_locks[generation] = handle
 
