@@ -308,7 +308,7 @@ def test_the_curator_extras(backend):
     about = rows(backend, "statements-about", resource="id:SOTA-049")
     assert ("id:SOTA-049", "subject", "sota:reasonNames", "id:SOTA-048") in about
     assert ("id:SOTA-049", "object", "dcterms:isVersionOf", "id:SOTA-049-v1") in about
-    assert len(about) == 11
+    assert len(about) == 12
     full = rows(backend, "statements-about", resource="<https://w3id.org/sotakg/id/SOTA-049>")
     assert full == about
     assert rows(backend, "topic-sizes") == [("distributed-optimization", "Distributed optimization", "42", "42", "0")]
@@ -424,7 +424,7 @@ def test_injection_is_only_a_string_that_matches_nothing(runner, built_store, ba
 
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert isinstance(count, SelectResult)
-    assert count.texts() == [("771",)]
+    assert count.texts() == [("784",)]
     assert len(rows(backend, "practices-citing", paper="LIT-051")) == 7
 
 

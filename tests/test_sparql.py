@@ -157,7 +157,7 @@ def test_the_store_refuses_updates_even_past_the_check(backend):
         sparql._decode(answer, update)
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert isinstance(count, SelectResult)
-    assert count.texts() == [("771",)]
+    assert count.texts() == [("784",)]
 
 
 # ------------------------------------------------------------------------------------------ syntax errors
@@ -299,7 +299,7 @@ def test_select_ask_construct_describe(backend):
     ]
     described = run_query(backend, "DESCRIBE id:SOTA-049")
     assert isinstance(described, GraphResult)
-    assert len(described) == 10
+    assert len(described) == 11
 
 
 def test_describe_as_turtle_and_ntriples(runner, built_store):
@@ -310,7 +310,7 @@ def test_describe_as_turtle_and_ntriples(runner, built_store):
     assert "\tsota:status sota:Rejected ;" in turtle.stdout
     ntriples = invoke(runner, built_store, "sparql", "DESCRIBE id:SOTA-049", "--format", "ntriples")
     lines = ntriples.stdout.splitlines()
-    assert len(lines) == 10
+    assert len(lines) == 11
     assert (
         "<https://w3id.org/sotakg/id/SOTA-049> <https://w3id.org/sotakg/ontology#status> "
         "<https://w3id.org/sotakg/ontology#Rejected> ." in lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
@@ -12,6 +13,7 @@ from . import vocab as v
 from .records import KINDS, REGISTRY_ID, Anthology, Record
 
 _IRI_CACHE: dict[str, NamedNode] = {}
+MENTIONED_ID = re.compile(r"\b(?:SOTA|LIT|ADR)-\d+\b")
 
 
 def iri(value: str) -> NamedNode:
@@ -78,6 +80,9 @@ def record_statements(record: Record) -> Iterator[Statement]:
             yield s, v.HAS_STATUS, v.status_iri(f["status"])
         yield from lit(v.REJECTION_REASON, "reason")
         yield from refs(v.REASON_NAMES, "reason_names")
+        # Derived from the text, never read back: lets a rule check the text against reason_names.
+        for mentioned in sorted(set(MENTIONED_ID.findall(f.get("reason", ""))) - {record.id}):
+            yield s, v.REASON_MENTIONS, v.record_iri(mentioned)
         yield from refs(v.CITES, "cites")
         if "topic" in f:
             yield s, v.FILED_UNDER, v.topic_iri(f["topic"])
