@@ -3,6 +3,7 @@ stop it cleanly; the served generation outlives concurrent builds; the server ne
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -17,11 +18,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from sotakg import serve
+from sotakg import guard, serve
 from sotakg.cli import cli
 from sotakg.errors import ServeError
 from sotakg.queries import load_canned, run_canned
@@ -30,7 +32,7 @@ from sotakg.sparql import LocalBackend
 from sotakg.store import StoreLayout
 
 from .conftest import SHIPPED_DATA, subprocess_env
-from .servers import free_port, stop, wait_until_answers
+from .servers import Stub, free_port, stop, stub_server, wait_until_answers
 
 ASK = "/query?query=ASK%7B%7D"
 COUNT = "/query?query=" + urllib.parse.quote("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
@@ -165,10 +167,17 @@ class Served:
 @pytest.fixture
 def served(data_copy: Path, tmp_path: Path) -> Iterator[Served]:
     """`sotakg serve` on a store of its own, on a free loopback port, answering."""
-    store = tmp_path / "store"
+    with serving(data_copy, tmp_path / "store") as running:
+        yield running
+
+
+@contextmanager
+def serving(data: Path, store: Path, *options: str) -> Iterator[Served]:
+    """`sotakg serve` with ``options`` on a free loopback port, answering; stopped when the block ends."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "sotakg", "--data", str(data_copy), "--store", str(store), "serve", "--port", str(port)],
+        [sys.executable, "-m", "sotakg", "--data", str(data), "--store", str(store), "serve", "--port", str(port)]
+        + list(options),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -179,7 +188,7 @@ def served(data_copy: Path, tmp_path: Path) -> Iterator[Served]:
         banner = read_banner(process)
         base = f"http://127.0.0.1:{port}"
         wait_until_answers(base + ASK, process)
-        yield Served(process, base, data_copy, store, banner)
+        yield Served(process, base, data, store, banner)
     finally:
         stop(process)
         if process.stdout:
@@ -251,6 +260,8 @@ def test_serve_answers_as_the_embedded_store_and_stops_on_sigterm(served):
         f"  query page:       {served.base}/\n"
         f"  SPARQL endpoint:  {served.base}/query\n"
         "Queries stop after 30 s; updates and Graph Store writes are refused (403).\n"
+        "SERVICE, LOAD, FROM and nesting deeper than 100 are refused (400); requests over 1048576 bytes are "
+        "refused (413) and answers are cut at 67108864 bytes.\n"
         "It serves this build: after 'sotakg build', stop it and start it again to serve the new data.\n"
         "Press Ctrl-C to stop.\n"
         "Stopped.\n"
@@ -332,3 +343,151 @@ def test_the_server_stops_promptly_even_where_sigterm_is_ignored(built_store):
     started = time.monotonic()
     assert server.stop() == -signal.SIGTERM
     assert time.monotonic() - started < 3
+
+
+# ------------------------------------------------------------------------------------------ the guard
+
+
+def plain_answer(method: str, url: str, body: bytes | None = None, content_type: str | None = None) -> tuple[int, str]:
+    """Status and text of an answer, error statuses included."""
+    headers = {"Content-Type": content_type} if content_type else {}
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=20) as answer:
+            return answer.status, answer.read().decode("utf-8")
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.read().decode("utf-8")
+
+
+SERVICE_REFUSED = (
+    "refused: SERVICE (line 1, column 7) would make the store query a remote endpoint over the network; "
+    "queries here run on the local graph only\n"
+)
+
+
+def test_screening_finds_queries_wherever_the_protocol_puts_them():
+    service = "ASK { SERVICE <http://127.0.0.1:9/> { } }"
+    form = urllib.parse.urlencode({"query": service}).encode()
+    for refusal in (
+        guard.screen_request("GET", "/query?" + urllib.parse.urlencode({"query": service}), None, None, b""),
+        guard.screen_request("HEAD", "/anything?query=" + urllib.parse.quote(service), None, None, b""),
+        guard.screen_request("POST", "/query", "application/sparql-query; charset=utf-8", None, service.encode()),
+        guard.screen_request("POST", "/query", "application/x-www-form-urlencoded", None, form),
+        guard.screen_request("POST", "/query?query=" + urllib.parse.quote(service), guard.FORM_MEDIA, None, b""),
+    ):
+        assert refusal == guard.Refusal(400, SERVICE_REFUSED)
+    assert guard.screen_request("GET", "/query?query=ASK%7B%7D", None, None, b"") is None
+    assert guard.screen_request("GET", "/", None, None, b"") is None
+    assert guard.screen_request("POST", "/query", guard.QUERY_MEDIA, None, b"ASK {}") is None
+    update = guard.screen_request("POST", "/query", guard.QUERY_MEDIA, None, b"INSERT DATA { <x:a> <x:b> <x:c> }")
+    assert update is not None and update.status == 403
+    assert guard.screen_request("GET", "/query?update=CLEAR%20ALL", None, None, b"") == guard.Refusal(
+        403, "refused: this server is read-only; SPARQL Update is not accepted\n"
+    )
+    assert guard.screen_request("POST", "/query", "text/plain", None, b"ASK {}") == guard.Refusal(
+        415,
+        "refused: POST /query takes a application/sparql-query body or a application/x-www-form-urlencoded "
+        "form with a query\n",
+    )
+    assert guard.screen_request("POST", "/query", guard.QUERY_MEDIA, "gzip", b"...") is not None
+    assert guard.screen_request("POST", "/query", guard.QUERY_MEDIA, None, b"ASK {\xff}") == guard.Refusal(
+        400, "refused: the query is not valid UTF-8\n"
+    )
+    assert guard.screen_request("PUT", "/store?default", "application/n-triples", None, b"") == guard.Refusal(
+        403,
+        "refused: PUT /store: this server is read-only; it answers GET and HEAD requests and queries POSTed "
+        "to /query\n",
+    )
+
+
+def test_service_is_refused_and_nothing_is_fetched(served):
+    with stub_server(Stub(body=b"{}", content_type="application/sparql-results+json")) as listener:
+        service = f"SELECT * {{ SERVICE <{listener.url}/sparql> {{ ?s ?p ?o }} }}"
+        assert plain_answer("GET", served.base + "/query?" + urllib.parse.urlencode({"query": service})) == (
+            400,
+            "refused: SERVICE (line 1, column 12) would make the store query a remote endpoint over the network; "
+            "queries here run on the local graph only\n",
+        )
+        assert plain_answer("POST", served.base + "/query", service.encode(), "application/sparql-query")[0] == 400
+        form = urllib.parse.urlencode({"query": service}).encode()
+        assert plain_answer("POST", served.base + "/query", form, "application/x-www-form-urlencoded")[0] == 400
+        assert plain_answer("POST", served.base + "/query", service.encode(), "text/plain")[0] == 415
+        time.sleep(0.2)
+        assert listener.requests == []
+
+
+def test_deep_operator_chains_are_refused_and_the_server_lives_on(served):
+    chain = ("ASK { FILTER(" + "!" * 200000 + "true) }").encode()
+    status, text = plain_answer("POST", served.base + "/query", chain, "application/sparql-query")
+    assert status == 400
+    assert text.startswith("refused: the query nests brackets and prefix operators (! - + ^) 200002 levels deep")
+    short = "/query?query=" + urllib.parse.quote("ASK { FILTER(" + "!" * 20000 + "true) }")
+    assert plain_answer("GET", served.base + short)[0] == 400
+    assert plain_answer("GET", served.base + "/query?query=" + urllib.parse.quote("ASK { FILTER(!!true) }")) == (
+        200,
+        '{"head":{},"boolean":true}',
+    )
+    assert served.process.poll() is None
+
+
+def test_writes_never_reach_the_server(served):
+    update = "INSERT DATA { <http://x/a> <http://x/b> <http://x/c> }"
+    status, text = plain_answer("POST", served.base + "/update", update.encode(), "application/sparql-update")
+    assert (status, text) == (
+        403,
+        "refused: POST /update: this server is read-only; it answers GET and HEAD requests and queries POSTed "
+        "to /query\n",
+    )
+    assert plain_answer("POST", served.base + "/query", update.encode(), "application/sparql-query")[0] == 403
+    assert plain_answer("PATCH", served.base + "/store?default", b"x", "text/plain")[0] == 403
+    assert plain_answer("OPTIONS", served.base + "/query")[0] == 403
+    assert plain_answer("GET", served.base + COUNT)[1].count('"771"') == 1
+
+
+def test_the_query_page_is_served_unchanged(served):
+    status, page = plain_answer("GET", served.base + "/")
+    assert status == 200
+    assert "<title>Oxigraph server</title>" in page
+    with urllib.request.urlopen(served.base + "/", timeout=10) as answer:
+        assert answer.headers.get_content_type() == "text/html"
+    assert plain_answer("GET", served.base + "/nothing") == (404, "GET /nothing is not supported by this server")
+
+
+def test_the_size_caps(data_copy, tmp_path, runner):
+    with serving(data_copy, tmp_path / "store", "--max-request-bytes", "4K", "--max-result-bytes", "2K") as small:
+        assert "requests over 4096 bytes are refused (413) and answers are cut at 2048 bytes" in small.banner
+        padded = ("ASK {} #" + "x" * 5000).encode()
+        assert plain_answer("POST", small.base + "/query", padded, "application/sparql-query") == (
+            413,
+            "refused: the request body is 5008 bytes, over the server's limit of 4096 (--max-request-bytes of "
+            "sotakg serve)\n",
+        )
+        everything = small.base + "/query?query=" + urllib.parse.quote("SELECT * { ?s ?p ?o }")
+        with urllib.request.urlopen(everything, timeout=20) as answer:
+            assert answer.status == 200
+            with pytest.raises(http.client.IncompleteRead) as cut:
+                answer.read()
+        assert len(cut.value.partial) == 2048
+        result = runner.invoke(cli, ["query", "most-cited-papers", "--endpoint", small.base + "/query"])
+        assert result.exit_code == 1
+        assert result.stderr.startswith(f"Error: the answer from {small.base}/query was cut short (IncompleteRead)")
+        assert plain_answer("GET", small.base + ASK) == (200, '{"head":{},"boolean":true}')
+        code, _, err = small.finish(signal.SIGTERM)
+    assert code == 0
+    assert err.count("at 2048 bytes (--max-result-bytes); the client got a truncated answer\n") == 2
+
+
+def test_get_goes_through_the_guard(runner, built_store):
+    service = "/query?query=" + urllib.parse.quote("ASK { SERVICE <http://127.0.0.1:9/> { } }")
+    refused = invoke(runner, built_store, "serve", "--get", service)
+    assert refused.exit_code == 1
+    assert refused.stderr == f"Error: GET {service}: HTTP 400 Bad Request: {SERVICE_REFUSED.strip()}\n"
+    everything = "/query?query=" + urllib.parse.quote("SELECT * { ?s ?p ?o }")
+    cut = invoke(runner, built_store, "serve", "--max-result-bytes", "1K", "--get", everything)
+    assert cut.exit_code == 1
+    assert "(--max-result-bytes); the client got a truncated answer" in cut.stderr
+    assert "was cut short (IncompleteRead)" in cut.stderr
+    wrong = invoke(runner, built_store, "serve", "--max-result-bytes", "lots", "--get", ASK)
+    assert wrong.exit_code == 2
+    assert "--max-result-bytes takes a size such as 512M, 2G or 1000000, not 'lots'" in wrong.stderr

@@ -246,9 +246,48 @@ def test_nesting_at_the_limit_runs(backend):
 def test_nesting_past_the_limit_is_refused(runner, built_store):
     result = invoke(runner, built_store, "sparql", nested(MAX_DEPTH + 1))
     assert result.exit_code == 2
-    assert "the query nests brackets 101 levels deep (line 1, column 122 reaches level 101); the limit is 100" in (
-        result.stderr
-    )
+    assert (
+        "the query nests brackets and prefix operators (! - + ^) 101 levels deep (line 1, column 122 reaches "
+        "level 101); the limit is 100"
+    ) in result.stderr
+
+
+def negated(count: int) -> str:
+    """An ASK query whose FILTER holds ``count`` consecutive ``!`` operators."""
+    return "ASK { FILTER(" + "!" * count + "true) }"
+
+
+def test_nesting_depth_counts_chains_of_prefix_operators():
+    assert nesting_depth(negated(50)) == (52, 62)  # { and ( and 50 operators; the last ! is at offset 62
+    assert nesting_depth("ASK { FILTER(" + "- " * 30 + "1) }")[0] == 32
+    assert nesting_depth("ASK { FILTER(------1) }")[0] == 8
+    assert nesting_depth("ASK { ?s ^^^:p ?o }")[0] == 4
+    assert nesting_depth("ASK { FILTER(" + "!(" * 30 + "true" + ")" * 30 + ") }")[0] == 62
+    # Binary operators, != and the ^^ of a typed literal are not chains.
+    assert nesting_depth('ASK { FILTER(?a - ?b != 1 + 2 && "1"^^xsd:int = -1) }')[0] == 4
+    assert nesting_depth("ASK { FILTER(!true) } ASK { FILTER(!true) }")[0] == 3
+
+
+def test_long_chains_of_prefix_operators_are_refused(backend):
+    assert run_query(backend, negated(50)) == AskResult(True)  # an even number of negations
+    with pytest.raises(QueryRefused, match=r"nests brackets and prefix operators \(! - \+ \^\) 202 levels deep"):
+        check_query(negated(200))
+    for chain in ("-" * 200 + "1", "+" * 200 + "1"):
+        with pytest.raises(QueryRefused):
+            check_query("ASK { FILTER(" + chain + " = 1) }")
+    with pytest.raises(QueryRefused):
+        check_query("ASK { ?s " + "^" * 200 + "<http://x/p> ?o }")
+
+
+def test_a_remote_query_is_checked_before_it_is_parsed_here(runner, built_store):
+    """`--endpoint` parses the query in this process for its syntax errors; a chain that would overflow
+    pyoxigraph's parser is refused before that (no server is needed to see it: the port is closed)."""
+    from .servers import closed_port
+
+    endpoint = f"http://127.0.0.1:{closed_port()}/query"
+    result = invoke(runner, built_store, "sparql", negated(20000), "--endpoint", endpoint)
+    assert result.exit_code == 2, result.output
+    assert "nests brackets and prefix operators (! - + ^) 20002 levels deep" in result.stderr
 
 
 def test_an_engine_crash_is_a_clean_error(built_store):

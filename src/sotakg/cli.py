@@ -659,14 +659,37 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
     default=None,
     help="Answer one GET of PATH on a free loopback port, print the body and exit (0 on HTTP 200).",
 )
+@click.option(
+    "--max-request-bytes",
+    default="1M",
+    show_default=True,
+    metavar="SIZE",
+    help="Refuse requests larger than this (413).",
+)
+@click.option(
+    "--max-result-bytes",
+    default="64M",
+    show_default=True,
+    metavar="SIZE",
+    help="Cut answers off (truncated, logged) past this size.",
+)
 @click.pass_context
-def serve_command(ctx: click.Context, host: str, port: int, timeout: int, get_path: str | None) -> None:
+def serve_command(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    timeout: int,
+    get_path: str | None,
+    max_request_bytes: str,
+    max_result_bytes: str,
+) -> None:
     """Serve the graph read-only over the SPARQL 1.1 Protocol.
 
     Runs the Oxigraph server (pip install 'sotakg[serve]') on the store, built
-    first if stale: a query page at /, the endpoint at /query. Updates and
-    Graph Store writes are refused (403). It serves the build it started with:
-    restart it after `sotakg build`. Ctrl-C stops it.
+    first if stale, behind a guard: a query page at /, the endpoint at /query.
+    Updates and Graph Store writes are refused (403); SERVICE, LOAD, FROM and
+    deep nesting too (400). It serves the build it started with: restart it
+    after `sotakg build`. Ctrl-C stops it.
 
     Example:
 
@@ -675,9 +698,19 @@ def serve_command(ctx: click.Context, host: str, port: int, timeout: int, get_pa
         sotakg serve --get '/query?query=ASK%7B%7D'
     """
     from . import serve
+    from .publish import parse_size
 
+    request_cap = parse_size(max_request_bytes, "--max-request-bytes")
+    result_cap = parse_size(max_result_bytes, "--max-result-bytes")
     if get_path is not None:
-        answer = serve.get_once(ctx.obj["data"], ctx.obj["store"], get_path, timeout)
+        answer = serve.get_once(
+            ctx.obj["data"],
+            ctx.obj["store"],
+            get_path,
+            timeout,
+            max_request_bytes=request_cap,
+            max_result_bytes=result_cap,
+        )
         if answer.status != 200:
             raise click.ClickException(f"GET {get_path}: HTTP {answer.status} {answer.reason}: {answer.excerpt()}")
         click.echo(answer.body, nl=False)
@@ -690,6 +723,8 @@ def serve_command(ctx: click.Context, host: str, port: int, timeout: int, get_pa
         timeout,
         echo=lambda text: click.echo(text, nl=False),
         warn=lambda text: click.echo(text, err=True),
+        max_request_bytes=request_cap,
+        max_result_bytes=result_cap,
     )
     click.echo("Stopped.")
 

@@ -51,15 +51,16 @@ class PublishReport:
         )
 
 
-def parse_size(text: str) -> int:
-    """A byte count written as ``1000``, ``64K``, ``512M`` or ``2G`` (powers of 1024)."""
+def parse_size(text: str, option: str = "--max-bytes") -> int:
+    """A byte count written as ``1000``, ``64K``, ``512M`` or ``2G`` (powers of 1024); ``option`` names
+    the option it came from in the UsageProblem for anything else."""
     match = _SIZE.fullmatch(text)
     if not match:
-        raise UsageProblem(f"--max-bytes takes a size such as 512M, 2G or 1000000, not {text!r}")
+        raise UsageProblem(f"{option} takes a size such as 512M, 2G or 1000000, not {text!r}")
     unit = (match.group(2) or "").upper()[:1]
     size = int(match.group(1)) * _UNITS[unit]
     if size <= 0:
-        raise UsageProblem("--max-bytes must be more than 0")
+        raise UsageProblem(f"{option} must be more than 0")
     return size
 
 

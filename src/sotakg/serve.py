@@ -1,12 +1,14 @@
 """``sotakg serve``: the store, read-only, over the SPARQL 1.1 Protocol, with the Oxigraph server.
 
-sotakg does not grow a server of its own: it runs ``oxigraph serve-read-only`` (the ``oxigraph``
+sotakg does not grow a query engine of its own: it runs ``oxigraph serve-read-only`` (the ``oxigraph``
 package on PyPI, ``pip install 'sotakg[serve]'``) as a child process on the store's current
-generation, which answers queries at ``/query``, offers a query page at ``/``, stops queries after
-``--timeout`` seconds, and answers every write (SPARQL Update, Graph Store PUT, POST and DELETE) with
-403. The generation is held (``store.hold_generation``) while it is served, so a ``sotakg build``
-meanwhile makes a new generation beside it and leaves the served one in place; the server keeps
-serving the build it started with until it is restarted.
+generation, which answers queries at ``/query``, offers a query page at ``/`` and stops queries after
+``--timeout`` seconds. The server listens on a free loopback port; users reach it through
+``guard.GuardServer`` on ``--host``/``--port``, which refuses writes (403), SPARQL Update, SERVICE,
+LOAD, FROM and over-deep nesting before the server sees them, and caps request and answer sizes
+(``--max-request-bytes``, ``--max-result-bytes``). The generation is held (``store.hold_generation``)
+while it is served, so a ``sotakg build`` meanwhile makes a new generation beside it and leaves the
+served one in place; the server keeps serving the build it started with until it is restarted.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +30,9 @@ from types import FrameType
 from typing import IO, Any
 
 from .errors import EndpointError, ServeError, UsageProblem
+from .guard import DEFAULT_MAX_REQUEST, DEFAULT_MAX_RESULT, GuardServer, GuardSettings, running_guard
 from .remote import DEFAULT_MAX_ANSWER, HttpAnswer, http_request, is_loopback
+from .sparql import MAX_DEPTH
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7878
@@ -322,7 +327,14 @@ class OxigraphServer:
 # ------------------------------------------------------------------------------------------ commands
 
 
-def serve_banner(store_path: Path, served: ServedStore, url: str, timeout: int) -> str:
+def serve_banner(
+    store_path: Path,
+    served: ServedStore,
+    url: str,
+    timeout: int,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST,
+    max_result_bytes: int = DEFAULT_MAX_RESULT,
+) -> str:
     """What ``sotakg serve`` prints once the server answers."""
     from .records import display_path
 
@@ -331,8 +343,25 @@ def serve_banner(store_path: Path, served: ServedStore, url: str, timeout: int) 
         f"  query page:       {url}/\n"
         f"  SPARQL endpoint:  {url}/query\n"
         f"Queries stop after {timeout} s; updates and Graph Store writes are refused (403).\n"
+        f"SERVICE, LOAD, FROM and nesting deeper than {MAX_DEPTH} are refused (400); requests over "
+        f"{max_request_bytes} bytes are refused (413) and answers are cut at {max_result_bytes} bytes.\n"
         f"It serves this build: after 'sotakg build', stop it and start it again to serve the new data.\n"
         f"Press Ctrl-C to stop.\n"
+    )
+
+
+def guard_settings(
+    upstream: OxigraphServer,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST,
+    max_result_bytes: int = DEFAULT_MAX_RESULT,
+) -> GuardSettings:
+    """What the guard in front of ``upstream`` lets through."""
+    return GuardSettings(
+        connect_host(upstream.host),
+        upstream.port,
+        max_request_bytes=max_request_bytes,
+        max_result_bytes=max_result_bytes,
+        upstream_seconds=upstream.timeout + 10.0,  # the server stops a query first, and says so
     )
 
 
@@ -344,11 +373,15 @@ def serve(
     timeout: int = DEFAULT_SERVER_TIMEOUT,
     echo: Callable[[str], Any] = print,
     warn: Callable[[str], Any] = print,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST,
+    max_result_bytes: int = DEFAULT_MAX_RESULT,
 ) -> int:
     """Serve the store until SIGINT or SIGTERM (forwarded to the server); 0 when stopped so.
 
-    ``echo`` receives the banner once the server answers, ``warn`` the warning for a non-loopback
-    host. ServeError when the server cannot start, or exits by itself.
+    The Oxigraph server listens on a free loopback port; the guard (``guard.GuardServer``) listens on
+    ``host:port`` and screens every request. ``echo`` receives the banner once the server answers,
+    ``warn`` the warning for a non-loopback host. ServeError when the server cannot start, or exits by
+    itself.
     """
     served = hold_current_generation(data_dir, store_path)
     binary = find_oxigraph()
@@ -356,7 +389,9 @@ def serve(
     warning = bind_warning(host, port)
     if warning:
         warn(warning)
-    server = OxigraphServer(served.database, host, port, timeout, binary)
+    server = OxigraphServer(served.database, DEFAULT_HOST, free_port(), timeout, binary)
+    proxy = GuardServer(host, port, guard_settings(server, max_request_bytes, max_result_bytes))
+    proxy_thread: threading.Thread | None = None
     stop_requested: list[int] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
@@ -365,6 +400,7 @@ def serve(
 
     previous = _install({signal.SIGINT: forward, signal.SIGTERM: forward})
     try:
+        # Started from this thread, which lives as long as it should (see ``child_setup``).
         server.start()
         if stop_requested:  # a signal that came before there was a server to forward it to
             server.signal(stop_requested[0])
@@ -374,11 +410,18 @@ def serve(
             if stop_requested:
                 return 0
             raise
+        proxy_thread = threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        proxy_thread.start()
         if not stop_requested:
-            echo(serve_banner(store_path, served, server.url, timeout))
+            url = base_url(host, port)
+            echo(serve_banner(store_path, served, url, timeout, max_request_bytes, max_result_bytes))
         code = server.wait()
     finally:
         server.stop()
+        if proxy_thread is not None:
+            proxy.shutdown()
+            proxy_thread.join(5)
+        proxy.server_close()
         _install(previous)
     if stop_requested:
         return 0
@@ -387,8 +430,6 @@ def serve(
 
 def _install(handlers: Mapping[int, Any]) -> dict[int, Any]:
     """Install signal handlers (in the main thread only); the previous ones."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return {}
     return {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
@@ -400,11 +441,15 @@ def get_once(
     path: str,
     timeout: int = DEFAULT_SERVER_TIMEOUT,
     max_bytes: int = DEFAULT_MAX_ANSWER,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST,
+    max_result_bytes: int = DEFAULT_MAX_RESULT,
 ) -> HttpAnswer:
-    """Start the server on a free loopback port, GET ``path`` from it, stop it: the answer.
+    """Start the server and its guard on free loopback ports, GET ``path`` through the guard, stop
+    them: the answer (a refused query comes back as the guard's 400 or 403).
 
     For scripts and CI (``sotakg serve --get PATH``). UsageProblem when ``path`` does not start with
-    ``/``; ServeError when the server does not start or does not answer.
+    ``/``; ServeError when the server does not start or does not answer, or the answer is cut short
+    (as at ``max_result_bytes``).
     """
     if not path.startswith("/"):
         raise UsageProblem(f"--get takes a path starting with /, such as /query?query=ASK%7B%7D, not {path!r}")
@@ -419,10 +464,13 @@ def get_once(
                 except ServeError as error:
                     problem = error
                     continue
-                try:
-                    # The server stops a query at ``timeout``; a little more lets it say so itself.
-                    return http_request("GET", server.url + path, timeout=timeout + 5, max_bytes=max_bytes)
-                except EndpointError as error:
-                    raise ServeError(f"GET {path}: {error}") from None
+                settings = guard_settings(server, max_request_bytes, max_result_bytes)
+                with running_guard(DEFAULT_HOST, 0, settings) as proxy:
+                    url = base_url(DEFAULT_HOST, proxy.port)
+                    try:
+                        # The server stops a query at ``timeout``; a little more lets it say so itself.
+                        return http_request("GET", url + path, timeout=timeout + 5, max_bytes=max_bytes)
+                    except EndpointError as error:
+                        raise ServeError(f"GET {path}: {error}") from None
     assert problem is not None
     raise problem

@@ -4,8 +4,8 @@ Every query, canned or ad hoc, goes through ``run_query(backend, text, bindings,
 
 * ``check_query`` refuses, before anything runs, what must not run here: SPARQL Update (the graph is
   compiled from the data folder, never edited), ``SERVICE``, ``LOAD`` and ``FROM``/``FROM NAMED``
-  (which would make the engine fetch from the network), and brackets nested deeper than ``MAX_DEPTH``
-  (the engine's parser recurses and would overflow its stack).
+  (which would make the engine fetch from the network), and brackets or chains of prefix operators
+  (``!!!…``) nested deeper than ``MAX_DEPTH`` (the engine's parser recurses and would overflow its stack).
 * A backend runs the query. ``LocalBackend`` queries the embedded store in a forked worker process,
   because pyoxigraph cannot be interrupted from Python: on timeout the worker is killed and
   ``QueryTimeout`` raised; a worker that crashes becomes ``QueryFailed``. Nothing partial comes back.
@@ -136,26 +136,57 @@ def query_form(text: str) -> str | None:
     return None
 
 
+#: Prefix operators the engine's parser recurses on, one level each: ``!``, unary ``-`` and ``+`` in
+#: expressions, ``^`` (inverse) and ``!`` (negation) in property paths.
+_UNARY = frozenset("!-+^")
+
+
 def nesting_depth(text: str) -> tuple[int, int]:
-    """The deepest nesting of (), {} and [] outside strings, IRIs and comments, and the offset of the
-    bracket that first reached it."""
-    depth = deepest = 0
+    """The deepest nesting of (), {} and [] outside strings, IRIs and comments, counting each prefix
+    operator (``!``, ``-``, ``+``, ``^``) in a run of them as one more level until its operand ends,
+    and the offset of the token that first reached it.
+
+    The engine's parser recurses once per bracket and once per prefix operator, so
+    ``FILTER(!!!…!true)`` is as deep as that many parentheses. Operators before a bracket stay open
+    until the bracket closes; a binary ``-`` or ``+`` counts for a moment, which errs on the safe side.
+    """
+    open_brackets: list[int] = []  # for each open bracket, the prefix operators waiting on it
+    pending = 0  # prefix operators since the last operand or bracket
+    waiting = 0  # sum(open_brackets), kept as we go
+    deepest = 0
     where = 0
+
+    def reach(level: int, offset: int) -> None:
+        nonlocal deepest, where
+        if level > deepest:
+            deepest, where = level, offset
+
     for token in tokens(text):
-        if token.kind != "punct":
-            continue
-        if token.text in _OPENERS:
-            depth += 1
-            if depth > deepest:
-                deepest, where = depth, token.offset
-        elif token.text in _CLOSERS:
-            depth = max(depth - 1, 0)
+        if token.kind == "punct" and token.text in _UNARY:
+            pending += 1
+            reach(len(open_brackets) + waiting + pending, token.offset)
+        elif token.kind == "number" and token.text.startswith("-"):
+            dashes = len(token.text) - len(token.text.lstrip("-"))
+            reach(len(open_brackets) + waiting + pending + dashes, token.offset)
+            pending = pending + dashes if dashes == len(token.text) else 0
+        elif token.kind == "punct" and token.text in _OPENERS:
+            open_brackets.append(pending)
+            waiting += pending
+            pending = 0
+            reach(len(open_brackets) + waiting, token.offset)
+        elif token.kind == "punct" and token.text in _CLOSERS:
+            if open_brackets:
+                waiting -= open_brackets.pop()
+            pending = 0
+        else:
+            pending = 0
     return deepest, where
 
 
 def check_query(text: str, max_depth: int = MAX_DEPTH) -> str | None:
     """Refuse (QueryRefused) a text that is SPARQL Update, uses SERVICE, LOAD or a FROM clause, or
-    nests brackets deeper than ``max_depth``. Returns the query form (``query_form``)."""
+    nests brackets and prefix operators deeper than ``max_depth`` (``nesting_depth``). Returns the query
+    form (``query_form``)."""
     form = None
     for token in tokens(text):
         if token.kind != "word":
@@ -189,8 +220,8 @@ def check_query(text: str, max_depth: int = MAX_DEPTH) -> str | None:
     if deepest > max_depth:
         line, column = position(text, offset)
         raise QueryRefused(
-            f"the query nests brackets {deepest} levels deep (line {line}, column {column} reaches "
-            f"level {max_depth + 1}); the limit is {max_depth}"
+            f"the query nests brackets and prefix operators (! - + ^) {deepest} levels deep (line {line}, "
+            f"column {column} reaches level {max_depth + 1}); the limit is {max_depth}"
         )
     return form
 

@@ -1,0 +1,400 @@
+"""The guard in front of ``sotakg serve``: a small reverse proxy that screens every request before the
+Oxigraph server sees it, and caps the size of what comes back.
+
+The Oxigraph server runs whatever query it gets: ``SERVICE <http://...>`` makes it fetch from the
+network, and a pathologically nested query overflows its parser's stack and kills it. It has no
+option to turn either off, so the server listens on a loopback port only this process knows, and
+this proxy, on the address users see, forwards only what passes:
+
+* ``GET``/``HEAD`` of any path (the query page ``/``, its assets, ``/query?query=...``). Every ``query``
+  parameter goes through ``sparql.check_query`` first: SPARQL Update is refused with 403; ``SERVICE``,
+  ``LOAD``, ``FROM``/``FROM NAMED`` and over-deep nesting with 400, as plain text saying why.
+* ``POST /query`` with an ``application/sparql-query`` body or an ``application/x-www-form-urlencoded``
+  form, screened the same way; other media types and encoded bodies are refused (415).
+* Anything else (``/update``, Graph Store ``PUT``/``POST``/``DELETE``, other methods) is answered 403
+  and never forwarded.
+
+A request body over ``--max-request-bytes`` is refused with 413 before it is read. An answer is
+streamed through; once it passes ``--max-result-bytes`` the proxy stops and closes the connection
+without finishing the answer (no final chunk, or fewer bytes than announced), so every HTTP client
+sees a truncated answer rather than a short one that looks complete, and a line on standard error
+names the option.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import socket
+import socketserver
+import sys
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .errors import QueryRefused, ServeError
+from .sparql import MAX_DEPTH, UPDATE_KEYWORDS, check_query, tokens
+
+#: Largest request body (a POSTed query or form) accepted, in bytes (``--max-request-bytes``).
+DEFAULT_MAX_REQUEST = 1024 * 1024
+#: Largest answer passed on to a client, in bytes (``--max-result-bytes``).
+DEFAULT_MAX_RESULT = 64 * 1024 * 1024
+#: Seconds a client has to send its request (a client that trickles bytes holds a thread).
+CLIENT_SECONDS = 60.0
+CHUNK = 1 << 16
+#: How much of a refused body is read and dropped, and for how long, before the connection closes.
+DRAIN_BYTES = 64 * 1024 * 1024
+DRAIN_SECONDS = 5.0
+REQUEST_OPTION = "--max-request-bytes"
+RESULT_OPTION = "--max-result-bytes"
+
+QUERY_MEDIA = "application/sparql-query"
+FORM_MEDIA = "application/x-www-form-urlencoded"
+#: Headers that describe one connection, not the message: never passed through.
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "expect",
+        "accept-encoding",  # the proxy counts plain bytes, so the server sends them plain
+    }
+)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request the guard answers itself: an HTTP status and a plain-text reason."""
+
+    status: int
+    message: str
+
+
+@dataclass
+class GuardSettings:
+    """Where the Oxigraph server listens and what the guard lets through."""
+
+    upstream_host: str
+    upstream_port: int
+    max_request_bytes: int = DEFAULT_MAX_REQUEST
+    max_result_bytes: int = DEFAULT_MAX_RESULT
+    max_depth: int = MAX_DEPTH
+    #: Seconds to wait on the server for each read; it stops queries itself before that.
+    upstream_seconds: float = 40.0
+    log: Callable[[str], object] = field(default=_stderr)
+
+
+# ------------------------------------------------------------------------------------------ screening
+
+
+def _is_update(text: str) -> bool:
+    return any(token.kind == "word" and token.text.upper() in UPDATE_KEYWORDS for token in tokens(text))
+
+
+def screen_query(text: str, max_depth: int = MAX_DEPTH) -> Refusal | None:
+    """Why a query text must not reach the server (403 for SPARQL Update, 400 for the rest of what
+    ``check_query`` refuses), or None."""
+    try:
+        check_query(text, max_depth)
+    except QueryRefused as refused:
+        return Refusal(403 if _is_update(text) else 400, f"refused: {refused}\n")
+    return None
+
+
+def _parameters(encoded: str, where: str) -> dict[str, list[str]] | Refusal:
+    try:
+        return urllib.parse.parse_qs(encoded, keep_blank_values=True, strict_parsing=False, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        return Refusal(400, f"refused: the {where} is not valid percent-encoded UTF-8\n")
+
+
+def screen_request(
+    method: str,
+    target: str,
+    content_type: str | None,
+    content_encoding: str | None,
+    body: bytes,
+    max_depth: int = MAX_DEPTH,
+) -> Refusal | None:
+    """Why a request must not reach the server, or None to forward it.
+
+    ``target`` is the request target (path and query string), ``body`` the request body (empty for
+    GET and HEAD). Queries are looked for wherever the SPARQL 1.1 Protocol puts them: ``query``
+    parameters of the URL, a form body, or an ``application/sparql-query`` body.
+    """
+    parts = urllib.parse.urlsplit(target)
+    found = _parameters(parts.query, "query string")
+    if isinstance(found, Refusal):
+        return found
+    texts = list(found.get("query", []))
+    if "update" in found:
+        return Refusal(403, "refused: this server is read-only; SPARQL Update is not accepted\n")
+    if method in ("GET", "HEAD"):
+        pass
+    elif method == "POST" and parts.path == "/query":
+        if (content_encoding or "identity").strip().lower() != "identity":
+            return Refusal(415, "refused: send the query uncompressed (no Content-Encoding)\n")
+        media = (content_type or "").split(";", 1)[0].strip().lower()
+        if media == QUERY_MEDIA:
+            try:
+                texts.append(body.decode("utf-8"))
+            except UnicodeDecodeError:
+                return Refusal(400, "refused: the query is not valid UTF-8\n")
+        elif media == FORM_MEDIA:
+            try:
+                form = _parameters(body.decode("ascii"), "form")
+            except UnicodeDecodeError:
+                return Refusal(400, "refused: the form is not valid percent-encoded UTF-8\n")
+            if isinstance(form, Refusal):
+                return form
+            if "update" in form:
+                return Refusal(403, "refused: this server is read-only; SPARQL Update is not accepted\n")
+            texts.extend(form.get("query", []))
+        else:
+            return Refusal(
+                415, f"refused: POST /query takes a {QUERY_MEDIA} body or a {FORM_MEDIA} form with a query\n"
+            )
+    else:
+        return Refusal(
+            403,
+            f"refused: {method} {parts.path}: this server is read-only; it answers GET and HEAD requests "
+            f"and queries POSTed to /query\n",
+        )
+    for text in texts:
+        refusal = screen_query(text, max_depth)
+        if refusal is not None:
+            return refusal
+    return None
+
+
+# ------------------------------------------------------------------------------------------ the proxy
+
+
+class GuardHandler(http.server.BaseHTTPRequestHandler):
+    """One client connection: read the request, screen it, forward it, stream the answer back."""
+
+    server: GuardServer
+    protocol_version = "HTTP/1.1"  # for chunked answers, so a cut-short answer is visibly cut short
+    timeout = CLIENT_SECONDS
+    server_version = "sotakg-guard"
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass  # no access log; refusals need none and caps are logged where they happen
+
+    def _plain(self, status: int, message: str) -> None:
+        body = message.encode("utf-8")
+        self.close_connection = True
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _body(self) -> bytes | None:
+        """The request body, or None once a refusal has been sent."""
+        settings = self.server.settings
+        if self.headers.get("Transfer-Encoding"):
+            self._plain(411, "refused: send the request with a Content-Length, not chunked\n")
+            return None
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            return b""
+        try:
+            length = int(raw)
+            if length < 0:
+                raise ValueError(raw)
+        except ValueError:
+            self._plain(400, "refused: the Content-Length is not a byte count\n")
+            return None
+        if length > settings.max_request_bytes:
+            self._plain(
+                413,
+                f"refused: the request body is {length} bytes, over the server's limit of "
+                f"{settings.max_request_bytes} ({REQUEST_OPTION} of sotakg serve)\n",
+            )
+            self._drain(length)
+            return None
+        return self.rfile.read(length)
+
+    def _drain(self, length: int) -> None:
+        """Read and drop what the client is still sending (briefly), so closing does not reset the
+        connection before it has read the refusal."""
+        deadline = time.monotonic() + DRAIN_SECONDS
+        try:
+            self.wfile.flush()
+            self.connection.settimeout(1.0)
+            left = min(length, DRAIN_BYTES)
+            while left > 0 and time.monotonic() < deadline:
+                data = self.rfile.read1(min(left, CHUNK))
+                if not data:
+                    return
+                left -= len(data)
+        except OSError:
+            return
+
+    def _handle(self) -> None:
+        settings = self.server.settings
+        self.close_connection = True
+        if len(self.path) > settings.max_request_bytes:
+            self._plain(
+                414,
+                f"refused: the request URL is {len(self.path)} bytes, over the server's limit of "
+                f"{settings.max_request_bytes} ({REQUEST_OPTION} of sotakg serve)\n",
+            )
+            return
+        # Read the body even of a write that will be refused: closing a socket with unread data resets
+        # the connection, and the client could lose the refusal.
+        read = self._body()
+        if read is None:
+            return
+        body = read
+        refusal = screen_request(
+            self.command,
+            self.path,
+            self.headers.get("Content-Type"),
+            self.headers.get("Content-Encoding"),
+            body,
+            settings.max_depth,
+        )
+        if refusal is not None:
+            self._plain(refusal.status, refusal.message)
+            return
+        self._forward(body if self.command == "POST" else None)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _handle
+
+    def _forward(self, body: bytes | None) -> None:
+        settings = self.server.settings
+        headers = {name: value for name, value in self.headers.items() if name.lower() not in _HOP_BY_HOP}
+        headers["Host"] = f"{settings.upstream_host}:{settings.upstream_port}"
+        headers["Connection"] = "close"
+        if body is not None:
+            headers["Content-Length"] = str(len(body))
+        upstream = http.client.HTTPConnection(
+            settings.upstream_host, settings.upstream_port, timeout=settings.upstream_seconds
+        )
+        try:
+            try:
+                upstream.request(self.command, self.path, body=body, headers=headers)
+                response = upstream.getresponse()
+            except (OSError, http.client.HTTPException) as error:
+                settings.log(
+                    f"sotakg serve: the Oxigraph server did not answer {self.command} {self._short()}: {error}"
+                )
+                self._plain(502, "the Oxigraph server did not answer; see the server's log\n")
+                return
+            self._relay(response)
+        finally:
+            upstream.close()
+
+    def _short(self) -> str:
+        return self.path if len(self.path) <= 80 else self.path[:79] + "…"
+
+    def _relay(self, response: http.client.HTTPResponse) -> None:
+        settings = self.server.settings
+        no_body = self.command == "HEAD" or response.status in (204, 304) or 100 <= response.status < 200
+        length = response.getheader("Content-Length") if response.getheader("Transfer-Encoding") is None else None
+        chunked = not no_body and length is None and self.request_version == "HTTP/1.1"
+        self.send_response(response.status, response.reason)
+        for name, value in response.getheaders():
+            if name.lower() not in _HOP_BY_HOP:
+                self.send_header(name, value)
+        if length is not None:
+            self.send_header("Content-Length", length)
+        elif chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if no_body:
+            return
+        sent = 0
+        try:
+            while True:
+                try:
+                    data = response.read1(CHUNK)
+                except (OSError, http.client.HTTPException) as error:
+                    settings.log(f"sotakg serve: the answer to {self.command} {self._short()} broke off: {error}")
+                    return  # unfinished: the client sees a truncated answer
+                if not data:
+                    break
+                if sent + len(data) > settings.max_result_bytes:
+                    self._write(data[: settings.max_result_bytes - sent], chunked)
+                    settings.log(
+                        f"sotakg serve: stopped the answer to {self.command} {self._short()} at "
+                        f"{settings.max_result_bytes} bytes ({RESULT_OPTION}); the client got a truncated answer"
+                    )
+                    return
+                self._write(data, chunked)
+                sent += len(data)
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            return  # the client went away
+
+    def _write(self, data: bytes, chunked: bool) -> None:
+        if not data:
+            return
+        if chunked:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        else:
+            self.wfile.write(data)
+
+
+class GuardServer(http.server.ThreadingHTTPServer):
+    """The proxy's listening socket and its settings; one thread per connection."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, host: str, port: int, settings: GuardSettings):
+        self.settings = settings
+        bare = host.strip("[]")
+        self.address_family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+        try:
+            super().__init__((bare, port), GuardHandler)
+        except socket.gaierror as error:
+            raise ServeError(f"cannot listen on {host}: {error.strerror}") from None
+        except OSError as error:
+            raise ServeError(f"cannot listen on {host} port {port}: {error.strerror}") from None
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind looks up the host's full name, which can stall on DNS; it is not needed.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name = str(self.server_address[0])
+        self.server_port = int(self.server_address[1])
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+@contextmanager
+def running_guard(host: str, port: int, settings: GuardSettings) -> Iterator[GuardServer]:
+    """The guard listening on ``host:port`` (0: a free port) and serving in a thread until the block ends."""
+    server = GuardServer(host, port, settings)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
