@@ -442,7 +442,7 @@ def test_writes_never_reach_the_server(served):
     assert plain_answer("POST", served.base + "/query", update.encode(), "application/sparql-query")[0] == 403
     assert plain_answer("PATCH", served.base + "/store?default", b"x", "text/plain")[0] == 403
     assert plain_answer("OPTIONS", served.base + "/query")[0] == 403
-    assert plain_answer("GET", served.base + COUNT)[1].count('"771"') == 1
+    assert plain_answer("GET", served.base + COUNT)[1].count('"784"') == 1
 
 
 def test_the_query_page_is_served_unchanged(served):
