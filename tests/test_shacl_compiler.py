@@ -68,7 +68,10 @@ ex:RejectionNeedsReason a sh:NodeShape ;
 def test_sparql_constraint_runs_once_over_all_focus_nodes() -> None:
     data = CountingStore(many_practices(200))
     report = validate(data, REJECTION_SHAPE)  # type: ignore[arg-type]
-    assert len(data.queries) == 1
+    # One query for the constraint, over all 200 practices, and one for the subclasses of sota:Practice.
+    assert len(data.queries) == 2
+    assert sum("rejectionReason" in q for q in data.queries) == 1
+    assert "subClassOf>* <https://w3id.org/sotakg/ontology#Practice>" in data.queries[0]
     assert [r.focus.value for r in report.results] == [f"{ID}SOTA-{n:03d}" for n in range(10, 200, 20)]
     first = report.results[0]
     assert first.messages == (f"{ID}SOTA-010 is rejected but gives no reason",)
@@ -96,7 +99,7 @@ def test_core_components_run_one_query_each_with_default_messages_and_severity()
     """
     )
     report = validate(data, shapes)  # type: ignore[arg-type]
-    assert len(data.queries) == 2
+    assert len(data.queries) == 3  # the subclasses of sota:Practice, then one query per constraint
     assert [(r.focus.value, r.component, r.severity, r.path, r.messages) for r in report.results] == [
         (
             f"{ID}SOTA-002",

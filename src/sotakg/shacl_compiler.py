@@ -80,6 +80,9 @@ CASTABLE_DATATYPES = frozenset(
     gMonthDay duration dayTimeDuration yearMonthDuration""".split()
 )
 
+#: Constraint kinds that judge each value node on its own; a shape's are checked in one query.
+VALUE_CHECKS = frozenset({"class", "datatype", "nodeKind", "range", "length", "pattern", "languageIn", "in"})
+
 _NODE_KINDS = {
     SH + "IRI": "isIRI(?value)",
     SH + "BlankNode": "isBlank(?value)",
@@ -260,7 +263,8 @@ class Shape:
     name: str
     path: str | None = None
     path_iri: str | None = None
-    targets: list[str] = field(default_factory=list)
+    #: (kind, SPARQL text): ("class", IRI), ("nodes", terms), ("subjectsOf", IRI), ("objectsOf", IRI)
+    targets: list[tuple[str, str]] = field(default_factory=list)
     severity: str = VIOLATION
     messages: tuple[str, ...] = ()
     deactivated: bool = False
@@ -444,9 +448,9 @@ class _Compiler:
             return "(" + "|".join(self.path_text(item, name, depth + 1) for item in items) + ")"
         raise ShapesError(f"shape {name}: {node_id(node)} is not a well-formed SHACL path")
 
-    def _targets(self, node: Term, name: str) -> list[str]:
+    def _targets(self, node: Term, name: str) -> list[tuple[str, str]]:
         graph = self.graph
-        patterns: list[str] = []
+        patterns: list[tuple[str, str]] = []
         if graph.objects(node, SH + "target"):
             raise UnsupportedShape(name, "sh:target", "SHACL-AF custom targets are not implemented")
         classes = [self._iri(c, "targetClass", name) for c in graph.objects(node, SH + "targetClass")]
@@ -457,17 +461,17 @@ class _Compiler:
         ):
             classes.append(node.value)
         for iri in dict.fromkeys(classes):
-            patterns.append(f"?this <{RDF_TYPE}>/<{RDFS_SUBCLASS_OF}>* <{iri}> .")
+            patterns.append(("class", iri))
         nodes = [
             term_text(n, name, "a blank node as sh:targetNode")
             for n in graph.objects(node, SH + "targetNode")
         ]
         if nodes:
-            patterns.append("VALUES ?this { " + " ".join(nodes) + " }")
+            patterns.append(("nodes", " ".join(dict.fromkeys(nodes))))
         for predicate in graph.objects(node, SH + "targetSubjectsOf"):
-            patterns.append(f"?this <{self._iri(predicate, 'targetSubjectsOf', name)}> ?target_object .")
+            patterns.append(("subjectsOf", self._iri(predicate, "targetSubjectsOf", name)))
         for predicate in graph.objects(node, SH + "targetObjectsOf"):
-            patterns.append(f"?target_subject <{self._iri(predicate, 'targetObjectsOf', name)}> ?this .")
+            patterns.append(("objectsOf", self._iri(predicate, "targetObjectsOf", name)))
         return patterns
 
     # -- constraints
@@ -929,19 +933,20 @@ def _check_top_level(name: str, projection: list[_Token], after: list[_Token]) -
 
 @dataclass(frozen=True)
 class Focus:
-    """A set of focus nodes, as a group graph pattern that binds ``?this`` (other variables are private)."""
+    """A set of focus nodes, as a group graph pattern that binds ``?this`` (other variables are private).
+
+    ``simple`` means the pattern binds nothing but ``?this`` and never repeats a node, so it can be used
+    as it is instead of through a DISTINCT subquery (which the store would materialise first).
+    """
 
     where: str
+    simple: bool = False
 
     def subquery(self, variable: str = "this") -> str:
+        if self.simple and variable == "this":
+            return f"{{ {self.where} }}"
         projection = "?this" if variable == "this" else f"(?this AS ?{variable})"
         return f"{{ SELECT DISTINCT {projection} WHERE {{ {self.where} }} }}"
-
-
-def _targets_focus(shape: Shape) -> Focus:
-    if len(shape.targets) == 1:
-        return Focus(shape.targets[0])
-    return Focus(" UNION ".join(f"{{ {pattern} }}" for pattern in shape.targets))
 
 
 class _Evaluator:
@@ -951,7 +956,51 @@ class _Evaluator:
         self.store = store
         self._fresh = 0
         self._failing: dict[tuple[int, str], frozenset[Term]] = {}
+        self._subclasses: dict[str, list[str]] = {}
         self.queries = 0
+
+    def subclasses(self, iri: str) -> list[str]:
+        """``iri`` and its subclasses in the data graph, asked once per class.
+
+        Matching ``rdf:type`` against this list is much cheaper than the path
+        ``rdf:type/rdfs:subClassOf*`` evaluated again for every node."""
+        found = self._subclasses.get(iri)
+        if found is None:
+            query = f"SELECT DISTINCT ?class WHERE {{ ?class <{RDFS_SUBCLASS_OF}>* <{iri}> }}"
+            found = sorted(
+                {row["class"].value for row in self.select(query) if isinstance(row["class"], NamedNode)}
+            )
+            if iri not in found:
+                found.insert(0, iri)
+            self._subclasses[iri] = found
+        return found
+
+    def typed(self, variable: str, iri: str) -> tuple[str, bool]:
+        """A pattern matching SHACL instances of ``iri`` in ``?variable``; whether it can repeat a node."""
+        classes = self.subclasses(iri)
+        if len(classes) == 1:
+            return f"?{variable} <{RDF_TYPE}> <{iri}> .", False
+        class_variable = self.fresh("class")
+        listed = " ".join(f"<{c}>" for c in classes)
+        return f"VALUES ?{class_variable} {{ {listed} }} ?{variable} <{RDF_TYPE}> ?{class_variable} .", True
+
+    def targets_focus(self, shape: Shape) -> Focus:
+        patterns: list[str] = []
+        repeats = len(shape.targets) > 1
+        for kind, text in shape.targets:
+            if kind == "class":
+                pattern, repeating = self.typed("this", text)
+                repeats = repeats or repeating
+            elif kind == "nodes":
+                pattern = f"VALUES ?this {{ {text} }}"
+            elif kind == "subjectsOf":
+                pattern, repeats = f"?this <{text}> ?{self.fresh('object')} .", True
+            else:
+                pattern, repeats = f"?{self.fresh('subject')} <{text}> ?this .", True
+            patterns.append(pattern)
+        if len(patterns) == 1:
+            return Focus(patterns[0], simple=not repeats)
+        return Focus(" UNION ".join(f"{{ {pattern} }}" for pattern in patterns))
 
     def fresh(self, stem: str) -> str:
         self._fresh += 1
@@ -990,8 +1039,40 @@ class _Evaluator:
         if shape.deactivated:
             return []
         results: list[ValidationResult] = []
+        value_checks = [c for c in shape.constraints if c.kind in VALUE_CHECKS]
+        if value_checks:
+            results.extend(self.value_checks(shape, value_checks, focus))
         for constraint in shape.constraints:
-            results.extend(self.constraint(shape, constraint, focus))
+            if constraint.kind not in VALUE_CHECKS:
+                results.extend(self.constraint(shape, constraint, focus))
+        return results
+
+    def value_checks(
+        self, shape: Shape, constraints: list[Constraint], focus: Focus
+    ) -> list[ValidationResult]:
+        """All constraints that judge each value node on its own, in one query over the value nodes."""
+        if len(constraints) == 1:
+            condition = self.violation(constraints[0])
+            query = (
+                f"SELECT DISTINCT ?this ?value WHERE {{ {focus.subquery()} {self.value_pattern(shape)} "
+                f"FILTER({condition}) }}"
+            )
+            return [
+                self.result(shape, constraints[0], row["this"], row["value"]) for row in self.select(query)
+            ]
+        binds = " ".join(f"BIND({self.violation(c)} AS ?broken{i})" for i, c in enumerate(constraints))
+        flags = " ".join(f"?broken{i}" for i in range(len(constraints)))
+        any_broken = " || ".join(f"?broken{i}" for i in range(len(constraints)))
+        query = (
+            f"SELECT DISTINCT ?this ?value {flags} WHERE {{ {focus.subquery()} {self.value_pattern(shape)} "
+            f"{binds} FILTER({any_broken}) }}"
+        )
+        results = []
+        for row in self.select(query):
+            for i, constraint in enumerate(constraints):
+                flag = row.get(f"broken{i}")
+                if isinstance(flag, Literal) and flag.value == "true":
+                    results.append(self.result(shape, constraint, row["this"], row["value"]))
         return results
 
     def failing(self, shape: Shape, focus: Focus) -> frozenset[Term]:
@@ -1049,7 +1130,9 @@ class _Evaluator:
             return self.sparql(shape, constraint, focus)
         if kind in ("minCount", "maxCount"):
             n = args["n"]
-            if kind == "minCount":
+            if kind == "minCount" and n == 1:
+                query = f"SELECT ?this WHERE {{ {this} FILTER NOT EXISTS {{ {values} }} }}"
+            elif kind == "minCount":
                 query = (
                     f"SELECT ?this WHERE {{ {this} OPTIONAL {{ {values} }} }} "
                     f"GROUP BY ?this HAVING (COUNT(DISTINCT ?value) < {n})"
@@ -1113,45 +1196,46 @@ class _Evaluator:
                 f"FILTER(!COALESCE(?value {operator} ?other, false)) }}"
             )
         else:
-            query = (
-                f"SELECT DISTINCT ?this ?value WHERE {{ {this} {values} {self.value_filter(constraint)} }}"
-            )
+            raise AssertionError(f"no query for {kind}")
         return [self.result(shape, constraint, row["this"], row.get("value")) for row in self.select(query)]
 
-    @staticmethod
-    def value_filter(constraint: Constraint) -> str:
-        """The FILTER that keeps exactly the value nodes violating a value-type or value-range constraint."""
+    def violation(self, constraint: Constraint) -> str:
+        """A SPARQL expression, true exactly when ``?value`` violates a value-type or value-range constraint.
+
+        Never an error: comparisons that fail (a string against a number, an ill-formed literal) count
+        as violations, as SHACL says they must."""
         kind, args = constraint.kind, constraint.args
         if kind == "class":
-            return f"FILTER NOT EXISTS {{ ?value <{RDF_TYPE}>/<{RDFS_SUBCLASS_OF}>* <{args['class']}> }}"
+            pattern, _ = self.typed("value", str(args["class"]))
+            return f"NOT EXISTS {{ {pattern} }}"
         if kind == "datatype":
             datatype = args["datatype"]
             test = f"isLiteral(?value) && sameTerm(DATATYPE(?value), <{datatype}>)"
             if datatype in CASTABLE_DATATYPES:
                 # An ill-formed literal keeps its datatype in the store, but casting it fails.
                 test += f" && sameTerm(DATATYPE(<{datatype}>(?value)), <{datatype}>)"
-            return f"FILTER(!COALESCE({test}, false))"
+            return f"!COALESCE({test}, false)"
         if kind == "nodeKind":
-            return f"FILTER(!{args['test']})"
+            return f"!{args['test']}"
         if kind == "range":
-            return f"FILTER(!COALESCE(?value {args['operator']} {args['bound']}, false))"
+            return f"!COALESCE(?value {args['operator']} {args['bound']}, false)"
         if kind == "length":
             length = f"STRLEN(STR(?value)) {args['operator']} {args['n']}"
-            return f"FILTER(!COALESCE(!isBlank(?value) && {length}, false))"
+            return f"!COALESCE(!isBlank(?value) && {length}, false)"
         if kind == "pattern":
             regex = f"REGEX(STR(?value), {args['pattern']}, {args['flags']})"
-            return f"FILTER(!COALESCE(!isBlank(?value) && {regex}, false))"
+            return f"!COALESCE(!isBlank(?value) && {regex}, false)"
         if kind == "languageIn":
             tags = args["tags"]
             assert isinstance(tags, list)
             matches = " || ".join(f"langMatches(LANG(?value), {tag})" for tag in tags) or "false"
-            return f"FILTER(!COALESCE(isLiteral(?value) && ({matches}), false))"
+            return f"!COALESCE(isLiteral(?value) && ({matches}), false)"
         if kind == "in":
             items = args["items"]
             assert isinstance(items, list)
             same = " || ".join(f"sameTerm(?value, {item})" for item in items) or "false"
-            return f"FILTER(!({same}))"
-        raise AssertionError(f"no value filter for {kind}")
+            return f"!({same})"
+        raise AssertionError(f"no value check for {kind}")
 
     def pairs(self, shape: Shape, focus: Focus, keep_empty: bool = False) -> list[tuple[Term, Term | None]]:
         """(focus node, value node) pairs; with ``keep_empty``, focus nodes without values as (node, None)."""
@@ -1273,7 +1357,7 @@ class CompiledShapes:
         for shape in self.targeted:
             if shape.deactivated:
                 continue
-            for result in evaluator.evaluate(shape, _targets_focus(shape)):
+            for result in evaluator.evaluate(shape, evaluator.targets_focus(shape)):
                 found[result] = None
         self.last_query_count = evaluator.queries
         results = tuple(sorted(found, key=ValidationResult.sort_key))
