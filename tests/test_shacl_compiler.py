@@ -198,17 +198,47 @@ def test_unsupported_features_raise_naming_shape_and_feature(shape: str, feature
     assert str(raised.value).startswith(f"shape http://example.org/Bad uses {feature}")
 
 
-def test_custom_constraint_components_are_refused() -> None:
+def test_custom_ask_components_run_once_over_all_value_nodes() -> None:
+    data = CountingStore(store_of("""ex:a ex:label "Hallo"@de, "Hello"@en . ex:b ex:label "Bonjour"@fr ."""))
     shapes = (
         PREFIXES
         + """
-    ex:Lang a sh:ConstraintComponent ;
+    ex:LanguageComponent a sh:ConstraintComponent ;
         sh:parameter [ sh:path ex:lang ] ;
-        sh:validator [ a sh:SPARQLAskValidator ; sh:ask "ASK { }" ] .
-    ex:Bad a sh:NodeShape ; sh:targetNode ex:a ; ex:lang "de" .
+        sh:validator [ a sh:SPARQLAskValidator ;
+            sh:message "{?value} is not in language {$lang}" ;
+            sh:ask "ASK { FILTER(langMatches(lang($value), $lang)) }" ] .
+    ex:S a sh:PropertyShape ; sh:targetSubjectsOf ex:label ; sh:path ex:label ; ex:lang "en" .
     """
     )
-    with pytest.raises(UnsupportedShape, match="the constraint component http://example.org/Lang"):
+    report = validate(data, shapes)  # type: ignore[arg-type]
+    assert len(data.queries) == 1
+    assert [(r.focus.value, r.value.value, r.component, r.messages) for r in report.results] == [
+        (
+            "http://example.org/a",
+            "Hallo",
+            "http://example.org/LanguageComponent",
+            ("Hallo is not in language en",),
+        ),
+        (
+            "http://example.org/b",
+            "Bonjour",
+            "http://example.org/LanguageComponent",
+            ("Bonjour is not in language en",),
+        ),
+    ]
+
+
+def test_ask_validators_may_not_assign_value() -> None:
+    shapes = (
+        PREFIXES
+        + """
+    ex:C a sh:ConstraintComponent ; sh:parameter [ sh:path ex:lang ] ;
+        sh:validator [ sh:ask "ASK { BIND(true AS ?value) }" ] .
+    ex:S a sh:NodeShape ; sh:targetNode ex:a ; ex:lang "en" .
+    """
+    )
+    with pytest.raises(ShapesError, match=r"may not assign the pre-bound \$value"):
         compile_shapes(shapes)
 
 

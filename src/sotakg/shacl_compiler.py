@@ -8,6 +8,9 @@ components (``sh:not``, ``sh:and``, ``sh:or``, ``sh:xone``, ``sh:node``) and qua
 evaluated set-at-a-time too: the nested shape is validated once over all the value nodes it must judge,
 and the sets of nodes that fail it are combined in Python.
 
+SPARQL-based constraint components declared in the shapes graph (``sh:ConstraintComponent`` with ASK or
+SELECT validators) are compiled the same way: an ASK validator becomes one query over all value nodes.
+
 What is not implemented raises :class:`~sotakg.errors.UnsupportedShape` naming the shape and the feature
 (never a silent skip), so a caller can fall back to pySHACL or fail loudly. A shapes graph that is not
 well-formed SHACL raises :class:`~sotakg.errors.ShapesError`.
@@ -255,6 +258,23 @@ class Constraint:
     source: Term | None = None
 
 
+@dataclass(frozen=True)
+class _Component:
+    """A SPARQL-based constraint component declared in the shapes graph."""
+
+    node: Term
+    name: str
+    parameters: list[tuple[str, bool]]  # (parameter path IRI, optional)
+    validator: Term | None
+    node_validator: Term | None
+    property_validator: Term | None
+
+
+def _local_name(iri: str) -> str:
+    """The variable a parameter binds: the local name of its path (after the last '#' or '/')."""
+    return re.split(r"[#/:]", iri)[-1]
+
+
 @dataclass(eq=False)
 class Shape:
     """A shape as the evaluator needs it."""
@@ -325,16 +345,41 @@ class _Compiler:
     def __init__(self, graph: ShapesGraph):
         self.graph = graph
         self.shapes: dict[Term, Shape] = {}
-        self._custom_parameters = self._custom_component_parameters()
+        self._components = self._custom_components()
+        self._custom_parameters = {path for c in self._components for path, _ in c.parameters}
 
-    def _custom_component_parameters(self) -> dict[str, str]:
-        """Parameter predicates of SPARQL-based constraint components declared in the shapes graph."""
-        found: dict[str, str] = {}
-        for component in self.graph.instances(SH + "ConstraintComponent"):
-            for parameter in self.graph.objects(component, SH + "parameter"):
-                for path in self.graph.objects(parameter, SH + "path"):
-                    if isinstance(path, NamedNode):
-                        found[path.value] = node_id(component)
+    def _custom_components(self) -> list[_Component]:
+        """The SPARQL-based constraint components declared in the shapes graph."""
+        found = []
+        for node in self.graph.instances(SH + "ConstraintComponent"):
+            if isinstance(node, NamedNode) and node.value.startswith(SH):
+                continue  # SHACL's own components, should the vocabulary be loaded
+            parameters = []
+            for parameter in self.graph.objects(node, SH + "parameter"):
+                paths = self.graph.objects(parameter, SH + "path")
+                if len(paths) != 1 or not isinstance(paths[0], NamedNode):
+                    raise ShapesError(
+                        f"constraint component {node_id(node)}: a parameter needs one IRI sh:path"
+                    )
+                optional = self.graph.objects(parameter, SH + "optional")
+                parameters.append((paths[0].value, bool(optional) and optional[0].value == "true"))
+            if not parameters:
+                raise ShapesError(f"constraint component {node_id(node)} has no sh:parameter")
+
+            def one(predicate: str, node: Term = node) -> Term | None:
+                values = self.graph.objects(node, SH + predicate)
+                return values[0] if values else None
+
+            found.append(
+                _Component(
+                    node,
+                    node_id(node),
+                    parameters,
+                    one("validator"),
+                    one("nodeValidator"),
+                    one("propertyValidator"),
+                )
+            )
         return found
 
     def shape_nodes(self) -> list[Term]:
@@ -369,12 +414,6 @@ class _Compiler:
         for predicate in graph.predicates(node):
             if predicate.startswith(SH) and predicate not in KNOWN_SHAPE_PREDICATES:
                 raise UnsupportedShape(name, f"sh:{predicate[len(SH) :]}")
-            if predicate in self._custom_parameters:
-                raise UnsupportedShape(
-                    name,
-                    f"the constraint component {self._custom_parameters[predicate]}",
-                    "SPARQL-based constraint components are not implemented",
-                )
         paths = graph.objects(node, SH + "path")
         if len(paths) > 1:
             raise ShapesError(f"shape {name} has {len(paths)} values of sh:path")
@@ -637,6 +676,51 @@ class _Compiler:
         self._qualified(shape, constraints, add)
         for sparql in values("sparql"):
             constraints.extend(self._sparql(shape, sparql))
+        for component in self._components:
+            constraints.extend(self._custom(shape, component))
+        return constraints
+
+    def _custom(self, shape: Shape, component: _Component) -> list[Constraint]:
+        """Constraints of a SPARQL-based constraint component, one per combination of parameter values."""
+        graph, name = self.graph, shape.name
+        values = {path: graph.objects(shape.node, path) for path, _ in component.parameters}
+        if any(not values[path] for path, optional in component.parameters if not optional):
+            return []  # the shape does not use this component
+        if shape.is_property:
+            validator = component.property_validator or component.validator
+        else:
+            validator = component.node_validator or component.validator
+        if validator is None:
+            return []  # SHACL: without a suitable validator the component is ignored
+        combinations: list[dict[str, Term]] = [{}]
+        for path, terms in values.items():
+            if terms:
+                combinations = [{**c, path: t} for c in combinations for t in terms]
+        ask = graph.objects(validator, SH + "ask")
+        select = graph.objects(validator, SH + "select")
+        prefixes = self._prefixes(validator, name)
+        messages = tuple(
+            m.value
+            for source in (validator, component.node)
+            for m in graph.objects(source, SH + "message")
+            if isinstance(m, Literal)
+        )
+        constraints = []
+        for combination in combinations:
+            bound = {_local_name(path): term for path, term in combination.items()}
+            constants = {var: term_text(term, name, f"a blank node as ${var}") for var, term in bound.items()}
+            if len(ask) == 1 and isinstance(ask[0], Literal):
+                kind, query = "ask", rewrite_ask(ask[0].value, shape, prefixes, constants)
+            elif len(select) == 1 and isinstance(select[0], Literal) and validator != component.validator:
+                kind, query = "sparql", rewrite_select(select[0].value, shape, prefixes, constants)
+            else:
+                raise ShapesError(
+                    f"constraint component {component.name}: validator {node_id(validator)} needs "
+                    "one sh:ask (or, as a node or property validator, one sh:select)"
+                )
+            constraints.append(
+                Constraint(component.name, kind, {"query": query, "messages": messages, "parameters": bound})
+            )
         return constraints
 
     def _qualified(
@@ -793,23 +877,21 @@ def _tokens(query: str) -> list[_Token]:
 
 #: Marks where the focus subquery goes; replaced when the query runs, once the focus nodes are known.
 FOCUS_MARK = "#FOCUS#\n"
+#: Marks where the value-node pattern of an ASK validator goes.
+VALUES_MARK = "#VALUES#\n"
 
 
-def rewrite_select(query: str, shape: Shape, prefixes: dict[str, str]) -> str:
-    """Turn a SHACL-SPARQL SELECT into a query that runs once over all focus nodes.
+def _substitute(
+    query: str, shape: Shape, prebound: tuple[str, ...], constants: dict[str, str]
+) -> tuple[list[_Token], list[int]]:
+    """Tokenise a SHACL-SPARQL query, refuse what SHACL forbids, and put in the pre-bound values.
 
-    SHACL pre-binds ``$this`` to one focus node at a time. Here every group that mentions ``$this`` (and
-    the outermost one) starts with the focus subquery, which binds ``?this`` to every focus node: for
-    a FILTER or BIND inside such a group this is what pre-binding means, and joining on ``?this``
-    keeps each focus node's solutions apart. ``$PATH`` becomes the shape's path, ``$currentShape`` its
-    IRI. Queries SHACL forbids (MINUS, SERVICE, VALUES, ``AS $this``, subqueries that do not return
-    ``$this``) raise ShapesError; ``$shapesGraph``, GRAPH, aggregates not grouped by ``$this`` and
-    LIMIT/OFFSET raise UnsupportedShape.
-    """
+    ``prebound`` are the variables the caller binds itself (``this``, and ``value`` for ASK validators):
+    they may not be assigned. ``constants`` maps parameter names to SPARQL term text. Returns the tokens
+    and the indexes of the significant ones (not whitespace or comments)."""
     name = shape.name
     tokens = _tokens(query)
     significant = [i for i, t in enumerate(tokens) if t.kind not in ("ws", "comment")]
-
     for position, index in enumerate(significant):
         token = tokens[index]
         keyword = token.keyword
@@ -819,7 +901,7 @@ def rewrite_select(query: str, shape: Shape, prefixes: dict[str, str]) -> str:
             raise UnsupportedShape(name, "GRAPH in a SPARQL constraint")
         if keyword == "AS" and position + 1 < len(significant):
             bound = tokens[significant[position + 1]].variable
-            if bound in ("this", "currentShape", "shapesGraph"):
+            if bound in (*prebound, *constants, "currentShape", "shapesGraph"):
                 raise ShapesError(f"shape {name}: a SPARQL constraint may not assign the pre-bound ${bound}")
         variable = token.variable
         if variable == "shapesGraph":
@@ -833,9 +915,48 @@ def rewrite_select(query: str, shape: Shape, prefixes: dict[str, str]) -> str:
                 "iri",
                 term_text(shape.node, name, "$currentShape for a blank-node shape"),
             )
-        elif variable == "this":
-            token.text = "?this"
+        elif variable in constants:
+            token.kind, token.text = "term", constants[variable]
+        elif variable in prebound:
+            token.text = f"?{variable}"
+    return tokens, significant
 
+
+def rewrite_ask(query: str, shape: Shape, prefixes: dict[str, str], constants: dict[str, str]) -> str:
+    """Turn a SHACL ASK validator into a SELECT of the (focus, value) pairs it rejects, over all of them.
+
+    The ASK body becomes a ``FILTER NOT EXISTS`` after the value pattern: EXISTS sees the row's ``?this``
+    and ``?value`` wherever they occur in it, which is what pre-binding them means."""
+    tokens, significant = _substitute(query, shape, ("this", "value"), constants)
+    asks = [i for i in significant if tokens[i].keyword == "ASK"]
+    if not asks:
+        raise ShapesError(f"shape {shape.name}: sh:ask holds no ASK query")
+    opens = _match_braces(tokens, shape.name)
+    body_open = next((i for i in significant if i > asks[0] and tokens[i].text == "{"), None)
+    if body_open is None:
+        raise ShapesError(f"shape {shape.name}: the ASK query has no WHERE clause")
+    prologue = "".join(t.text for t in tokens[: asks[0]])
+    body = "".join(t.text for t in tokens[body_open : opens[body_open] + 1])
+    declared = "".join(f"PREFIX {prefix}: <{namespace}>\n" for prefix, namespace in prefixes.items())
+    select = f"SELECT DISTINCT ?this ?value WHERE {{\n{FOCUS_MARK}{VALUES_MARK}FILTER NOT EXISTS {body} }}"
+    return f"{declared}{prologue}{select}"
+
+
+def rewrite_select(
+    query: str, shape: Shape, prefixes: dict[str, str], constants: dict[str, str] | None = None
+) -> str:
+    """Turn a SHACL-SPARQL SELECT into a query that runs once over all focus nodes.
+
+    SHACL pre-binds ``$this`` to one focus node at a time. Here every group that mentions ``$this`` (and
+    the outermost one) starts with the focus subquery, which binds ``?this`` to every focus node: for
+    a FILTER or BIND inside such a group this is what pre-binding means, and joining on ``?this``
+    keeps each focus node's solutions apart. ``$PATH`` becomes the shape's path, ``$currentShape`` its
+    IRI. Queries SHACL forbids (MINUS, SERVICE, VALUES, ``AS $this``, subqueries that do not return
+    ``$this``) raise ShapesError; ``$shapesGraph``, GRAPH, aggregates not grouped by ``$this`` and
+    LIMIT/OFFSET raise UnsupportedShape.
+    """
+    name = shape.name
+    tokens, significant = _substitute(query, shape, ("this",), constants or {})
     selects = [i for i in significant if tokens[i].keyword == "SELECT"]
     if not selects:
         raise ShapesError(f"shape {name}: sh:select holds no SELECT query")
@@ -1128,6 +1249,8 @@ class _Evaluator:
             return self.qualified(shape, constraint, focus)
         if kind == "sparql":
             return self.sparql(shape, constraint, focus)
+        if kind == "ask":
+            return self.ask(shape, constraint, focus)
         if kind in ("minCount", "maxCount"):
             n = args["n"]
             if kind == "minCount" and n == 1:
@@ -1310,7 +1433,7 @@ class _Evaluator:
             path_term = row.get("path")
             path = path_term.value if isinstance(path_term, NamedNode) else shape.result_path
             value = row.get("value", node if shape.path is None else None)
-            bindings = dict(row)
+            bindings = {**args.get("parameters", {}), **row}  # type: ignore[dict-item]
             if value is not None:
                 bindings.setdefault("value", value)
             if "message" in row and isinstance(row["message"], Literal):
@@ -1331,6 +1454,38 @@ class _Evaluator:
                     severity=shape.severity,
                     messages=messages,
                     source_constraint=node_id(constraint.source) if constraint.source is not None else None,
+                )
+            )
+        return results
+
+    def ask(self, shape: Shape, constraint: Constraint, focus: Focus) -> list[ValidationResult]:
+        """An ASK validator of a constraint component, over all value nodes at once."""
+        args = constraint.args
+        query = (
+            str(args["query"])
+            .replace(FOCUS_MARK, focus.subquery() + "\n")
+            .replace(VALUES_MARK, self.value_pattern(shape) + "\n")
+        )
+        templates = args["messages"] or shape.messages
+        parameters = args["parameters"]
+        assert isinstance(templates, tuple) and isinstance(parameters, dict)
+        results = []
+        for row in self.select(query):
+            node, value = row["this"], row["value"]
+            bindings = {**parameters, "this": node, "value": value}
+            if shape.result_path is not None:
+                bindings["path"] = (
+                    NamedNode(shape.result_path) if shape.path_iri else Literal(shape.result_path)
+                )
+            results.append(
+                ValidationResult(
+                    focus=node,
+                    path=shape.result_path,
+                    value=value,
+                    source_shape=shape.name,
+                    component=constraint.component,
+                    severity=shape.severity,
+                    messages=tuple(fill_template(t, bindings) for t in templates),
                 )
             )
         return results
