@@ -79,6 +79,7 @@ def test_sparql_constraint_runs_once_over_all_focus_nodes() -> None:
     assert first.severity == SH + "Violation"
     assert first.source_shape == "http://example.org/RejectionNeedsReason"
     assert first.value == first.focus  # a node shape's value defaults to the focus node
+    assert first.root_shape == "http://example.org/RejectionNeedsReason"
     assert first.path is None
     assert report.conforms is False
 
@@ -285,6 +286,7 @@ def test_results_are_sorted_and_deduplicated() -> None:
     """
     )
     report = validate(data, shapes)
+    assert {r.root_shape for r in report.results} == {"http://example.org/S1"}  # S1 sorts before S2
     assert [(r.focus.value, r.value) for r in report.results] == [
         (
             "http://example.org/a",

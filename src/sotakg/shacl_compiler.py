@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Union
 
@@ -105,7 +105,9 @@ class ValidationResult:
 
     ``path`` is the result path as an IRI string for a predicate path, as SPARQL property-path text
     (``(^<p>/<q>)``) for a complex one, or None. ``source_shape`` and ``source_constraint`` are IRIs, or
-    ``_:id`` for blank nodes. ``component`` and ``severity`` are IRIs.
+    ``_:id`` for blank nodes. ``component`` and ``severity`` are IRIs. ``root_shape`` names the targeted
+    shape whose validation produced the result (the named shape a blank property shape belongs to, say);
+    when two targeted shapes produce the same result, it is kept once, under the first root by name.
     """
 
     focus: Term
@@ -116,6 +118,7 @@ class ValidationResult:
     severity: str
     messages: tuple[str, ...] = ()
     source_constraint: str | None = None
+    root_shape: str = ""
 
     def sort_key(self) -> tuple[str, ...]:
         return (
@@ -1508,14 +1511,19 @@ class CompiledShapes:
     def validate(self, data: Store) -> ValidationReport:
         """Validate the default graph of ``data``; results are deduplicated and sorted."""
         evaluator = _Evaluator(data)
-        found: dict[ValidationResult, None] = {}
+        found: dict[ValidationResult, str] = {}  # result -> the first targeted shape that produced it
         for shape in self.targeted:
             if shape.deactivated:
                 continue
             for result in evaluator.evaluate(shape, evaluator.targets_focus(shape)):
-                found[result] = None
+                found.setdefault(result, shape.name)
         self.last_query_count = evaluator.queries
-        results = tuple(sorted(found, key=ValidationResult.sort_key))
+        results = tuple(
+            sorted(
+                (replace(result, root_shape=root) for result, root in found.items()),
+                key=ValidationResult.sort_key,
+            )
+        )
         return ValidationReport(conforms=not results, results=results)
 
 
