@@ -174,10 +174,10 @@ def shapes_files() -> tuple[list[Path], str]:
 
 
 def merged_shapes(files: list[Path], out: Path) -> Path:
-    """One Turtle file of all shapes, for pyshacl's single -s argument."""
-    from pyoxigraph import RdfFormat, parse, serialize
+    """One N-Triples file of all shapes, for pyshacl's single -s argument."""
+    from pyoxigraph import Quad, RdfFormat, parse, serialize
 
-    triples = []
+    triples: list[Quad] = []
     for file in files:
         triples.extend(parse(path=str(file), format=RdfFormat.TURTLE, base_iri=file.resolve().as_uri()))
     out.write_bytes(serialize(triples, format=RdfFormat.N_TRIPLES) or b"")
