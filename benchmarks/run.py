@@ -253,6 +253,7 @@ def with_prefixes(query: str) -> str:
 
 def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> dict[str, object]:
     print(f"scale {scale:g}:", flush=True)
+    load_before = os.getloadavg()[0]
     data = prepare_data(scale, seed)
     folder = data.parent
     scratch = folder / "run"
@@ -356,7 +357,7 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
             0,
             note="store already open; the query alone",
         )
-    return {"triples": triples, "shapes": shapes_source, "data": data}
+    return {"triples": triples, "shapes": shapes_source, "data": data, "load_before": load_before}
 
 
 # ------------------------------------------------------------------------------------ reporting
@@ -472,7 +473,8 @@ def write_results(
         f"### Scale {scale:g}\n\n"
         f"{info['triples']} triples; shapes: {info['shapes']}. Measured {time.strftime('%Y-%m-%d')} on "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}, pyoxigraph {pyoxigraph.__version__}; "
-        f"the whole run took {seconds:.0f} s.\n\n"
+        f"the whole run took {seconds:.0f} s. Load average {info['load_before']:.1f} before and "
+        f"{os.getloadavg()[0]:.1f} after the run: other jobs on the machine slow every row alike.\n\n"
     )
     notes = [f"- {name}: {r.note}" for name, r in results.items() if r.note]
     body = (

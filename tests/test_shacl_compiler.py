@@ -305,3 +305,20 @@ def test_ill_formed_literals_fail_their_datatype() -> None:
         PREFIXES + "ex:S a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ex:year ; sh:datatype xsd:gYear ."
     )
     assert sorted(r.value.value for r in validate(data, shapes).results) == ["2020", "20x"]
+
+
+def test_a_folder_of_shapes_keeps_each_files_blank_nodes_apart(tmp_path) -> None:
+    (tmp_path / "a.ttl").write_text(
+        PREFIXES + "ex:A a sh:NodeShape ; sh:targetNode ex:a ; sh:property _:p . "
+        "_:p sh:path ex:p ; sh:minCount 1 ."
+    )
+    (tmp_path / "b.ttl").write_text(
+        PREFIXES + "ex:B a sh:NodeShape ; sh:targetNode ex:a ; sh:property _:p . "
+        "_:p sh:path ex:q ; sh:minCount 1 ."
+    )
+    (tmp_path / "notes.txt").write_text("not a shapes file")
+    report = validate(store_of("ex:a ex:other 1 ."), tmp_path)
+    assert sorted((r.root_shape, r.path) for r in report.results) == [
+        ("http://example.org/A", "http://example.org/p"),
+        ("http://example.org/B", "http://example.org/q"),
+    ]

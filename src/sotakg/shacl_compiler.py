@@ -177,9 +177,9 @@ class ShapesGraph:
             files = sorted(source.glob("*.ttl")) if source.is_dir() else [source]
             triples: list[Triple | Quad] = []
             for file in files:
-                triples.extend(
-                    parse(path=str(file), format=format, base_iri=base_iri or file.resolve().as_uri())
-                )
+                # Blank node labels are local to a file: keep two files' _:x apart.
+                base = base_iri or file.resolve().as_uri()
+                triples.extend(parse(path=str(file), format=format, base_iri=base, rename_blank_nodes=True))
             return cls(triples)
         return cls(parse(source, format=format, base_iri=base_iri))
 
