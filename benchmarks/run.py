@@ -64,12 +64,23 @@ class Measurement:
         return statistics.median(self.times) if self.times else None
 
 
+TIME = Path("/usr/bin/time")
+
+
 def _run_once(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[float, int, int, str]:
-    """Run ``argv``; return (seconds, exit code, peak RSS in KiB, the end of its standard error)."""
-    with tempfile.TemporaryFile() as errors:
+    """Run ``argv``; return (seconds, exit code, peak RSS in KiB, the end of its standard error).
+
+    Peak memory comes from GNU time, a small process between the runner and the command: Linux keeps
+    ``ru_maxrss`` across fork and exec, so a command started straight from this (larger) process would
+    report at least this process's own peak. Without /usr/bin/time, ``os.wait4`` is used (an upper bound)."""
+    with tempfile.TemporaryFile() as errors, tempfile.NamedTemporaryFile("r") as usage_file:
+        command = [str(TIME), "-f", "%M", "-o", usage_file.name, *argv] if TIME.exists() else argv
         started = time.perf_counter()
-        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errors, env=env, cwd=cwd)
-        timer = threading.Timer(timeout, lambda: os.kill(process.pid, signal.SIGKILL))
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=errors, env=env, cwd=cwd, start_new_session=True
+        )
+        # A timeout kills the whole session: GNU time and the command under it.
+        timer = threading.Timer(timeout, lambda: os.killpg(process.pid, signal.SIGKILL))
         timer.start()
         try:
             _pid, status, usage = os.wait4(process.pid, 0)
@@ -79,9 +90,13 @@ def _run_once(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -
         process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so Popen must not wait
         errors.seek(0)
         tail = errors.read()[-2000:].decode("utf-8", "replace")
+        peak = usage.ru_maxrss
+        if TIME.exists():
+            lines = usage_file.read().split()
+            peak = int(lines[-1]) if lines and lines[-1].isdigit() else 0
     if process.returncode == -signal.SIGKILL:
         tail = f"killed after the {timeout:.0f} s timeout"
-    return seconds, process.returncode, usage.ru_maxrss, tail
+    return seconds, process.returncode, peak, tail
 
 
 class Runner:
