@@ -319,14 +319,32 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
             label = f"sotakg validate --engine {engine}" if engine else "sotakg validate"
             extra = ["--engine", engine] if engine else []
             m(label, sotakg(data, store, "validate", *extra), scratch, ok=(0, 1))
+    findings = ""
     if pyshacl:
-        m(
+        report_nt = scratch / "pyshacl-report.nt"
+        measured = m(
             "pyshacl (baseline)",
-            ["pyshacl", "-s", str(shapes_nt), "-sf", "nt", "-df", "turtle", str(ttl)],
+            [
+                "pyshacl",
+                "-s",
+                str(shapes_nt),
+                "-sf",
+                "nt",
+                "-df",
+                "turtle",
+                "-f",
+                "nt",
+                "-o",
+                str(report_nt),
+                str(ttl),
+            ],
             scratch,
             ok=(0, 1),
             runs=3,
         )
+        if measured.times:
+            findings = compare_findings(data, store, shapes_nt, report_nt)
+            print(f"  findings: {findings}", flush=True)
 
     queries: list[tuple[str, str, bool]] = [("reference", REFERENCE_QUERY, False)]
     query_dir = REPO / "queries"
@@ -372,7 +390,68 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
             0,
             note="store already open; the query alone",
         )
-    return {"triples": triples, "shapes": shapes_source, "data": data, "load_before": load_before}
+    return {
+        "triples": triples,
+        "shapes": shapes_source,
+        "data": data,
+        "load_before": load_before,
+        "findings": findings,
+    }
+
+
+def compare_findings(data: Path, store_path: Path, shapes: Path, report: Path) -> str:
+    """Whether the SPARQL engine and pySHACL found the same results (focus, path, value, component,
+    severity, source shape when it is an IRI), told in words."""
+    sys.path.insert(0, str(REPO / "src"))
+    from pyoxigraph import BlankNode, NamedNode, RdfFormat, Store
+
+    from sotakg.shacl_compiler import ShapesGraph, compile_shapes
+    from sotakg.store import open_store
+
+    sh = "http://www.w3.org/ns/shacl#"
+
+    def plain(term):
+        return None if term is None or isinstance(term, BlankNode) else term
+
+    ours = {
+        (
+            r.focus,
+            r.path if r.path is None or not r.path.startswith(("(", "^", "<")) else "complex",
+            plain(r.value),
+            r.component,
+            r.severity,
+            None if r.source_shape.startswith("_:") else r.source_shape,
+        )
+        for r in compile_shapes(ShapesGraph.parse(shapes)).validate(open_store(data, store_path)).results
+    }
+    graph = Store()
+    graph.load(path=str(report), format=RdfFormat.N_TRIPLES)
+    graph_view = ShapesGraph.from_store(graph)
+    theirs = set()
+    for node in graph_view.subjects_with(sh + "result"):
+        for result in graph_view.objects(node, sh + "result"):
+
+            def one(name: str, result=result):
+                values = graph_view.objects(result, sh + name)
+                return values[0] if values else None
+
+            path, shape = one("resultPath"), one("sourceShape")
+            theirs.add(
+                (
+                    one("focusNode"),
+                    None if path is None else path.value if isinstance(path, NamedNode) else "complex",
+                    plain(one("value")),
+                    one("sourceConstraintComponent").value,
+                    one("resultSeverity").value,
+                    shape.value if isinstance(shape, NamedNode) else None,
+                )
+            )
+    if ours == theirs:
+        return f"identical ({len(ours)} results from each engine)"
+    return (
+        f"DIFFERENT: {len(ours - theirs)} results only from the SPARQL engine, "
+        f"{len(theirs - ours)} only from pySHACL"
+    )
 
 
 # ------------------------------------------------------------------------------------ reporting
@@ -492,6 +571,8 @@ def write_results(
         f"{os.getloadavg()[0]:.1f} after the run: other jobs on the machine slow every row alike.\n\n"
     )
     notes = [f"- {name}: {r.note}" for name, r in results.items() if r.note]
+    if info.get("findings"):
+        notes.append(f"- findings of the SPARQL engine and pySHACL: {info['findings']}.")
     body = (
         header
         + table(results)

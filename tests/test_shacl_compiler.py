@@ -14,6 +14,7 @@ PREFIXES = """
 @prefix sota: <https://w3id.org/sotakg/ontology#> .
 @prefix id: <https://w3id.org/sotakg/id/> .
 @prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
 """
 SH = "http://www.w3.org/ns/shacl#"
 SOTA = "https://w3id.org/sotakg/ontology#"
@@ -321,4 +322,27 @@ def test_a_folder_of_shapes_keeps_each_files_blank_nodes_apart(tmp_path) -> None
     assert sorted((r.root_shape, r.path) for r in report.results) == [
         ("http://example.org/A", "http://example.org/p"),
         ("http://example.org/B", "http://example.org/q"),
+    ]
+
+
+def test_class_targets_and_checks_follow_subclasses_in_the_data() -> None:
+    # Class targets are "large" focus sets: checked with hash joins and MINUS instead of lookups.
+    data = store_of("""
+        ex:Report rdfs:subClassOf ex:Document . ex:Memo rdfs:subClassOf ex:Document .
+        ex:r a ex:Report ; ex:cites ex:m, ex:x ; ex:title "R" .
+        ex:m a ex:Memo ; ex:cites ex:r .
+        ex:x a ex:Other .
+    """)
+    shapes = (
+        PREFIXES
+        + """
+    ex:Docs a sh:NodeShape ; sh:targetClass ex:Document ;
+        sh:property [ sh:path ex:cites ; sh:class ex:Document ] ;
+        sh:property [ sh:path ex:title ; sh:minCount 1 ] .
+    """
+    )
+    report = validate(data, shapes)
+    assert [(r.focus.value, r.component.removeprefix(SH), r.value) for r in report.results] == [
+        ("http://example.org/m", "MinCountConstraintComponent", None),
+        ("http://example.org/r", "ClassConstraintComponent", NamedNode("http://example.org/x")),
     ]

@@ -83,6 +83,8 @@ CASTABLE_DATATYPES = frozenset(
     gMonthDay duration dayTimeDuration yearMonthDuration""".split()
 )
 
+_PREDICATE_PATH = re.compile(r"\^?<[^>]*>")
+
 #: Constraint kinds that judge each value node on its own; a shape's are checked in one query.
 VALUE_CHECKS = frozenset({"class", "datatype", "nodeKind", "range", "length", "pattern", "languageIn", "in"})
 
@@ -1060,11 +1062,15 @@ class Focus:
     """A set of focus nodes, as a group graph pattern that binds ``?this`` (other variables are private).
 
     ``simple`` means the pattern binds nothing but ``?this`` and never repeats a node, so it can be used
-    as it is instead of through a DISTINCT subquery (which the store would materialise first).
+    as it is instead of through a DISTINCT subquery (which the store would materialise first). ``large``
+    means it may hold a good part of the graph (class and predicate targets, not listed nodes): then the
+    queries are written so that the store joins with hash tables rather than looking each node up, which
+    is several times faster on its on-disk indexes.
     """
 
     where: str
     simple: bool = False
+    large: bool = False
 
     def subquery(self, variable: str = "this") -> str:
         if self.simple and variable == "this":
@@ -1111,6 +1117,7 @@ class _Evaluator:
     def targets_focus(self, shape: Shape) -> Focus:
         patterns: list[str] = []
         repeats = len(shape.targets) > 1
+        large = any(kind != "nodes" for kind, _ in shape.targets)
         for kind, text in shape.targets:
             if kind == "class":
                 pattern, repeating = self.typed("this", text)
@@ -1123,8 +1130,8 @@ class _Evaluator:
                 pattern, repeats = f"?{self.fresh('subject')} <{text}> ?this .", True
             patterns.append(pattern)
         if len(patterns) == 1:
-            return Focus(patterns[0], simple=not repeats)
-        return Focus(" UNION ".join(f"{{ {pattern} }}" for pattern in patterns))
+            return Focus(patterns[0], simple=not repeats, large=large)
+        return Focus(" UNION ".join(f"{{ {pattern} }}" for pattern in patterns), large=large)
 
     def fresh(self, stem: str) -> str:
         self._fresh += 1
@@ -1147,9 +1154,15 @@ class _Evaluator:
 
     # -- shapes
 
-    def value_pattern(self, shape: Shape, variable: str = "value") -> str:
+    def value_pattern(self, shape: Shape, focus: Focus, variable: str = "value") -> str:
+        """A pattern binding ``?variable`` to the value nodes of ``?this``.
+
+        For a large focus and a predicate path, the triples of the predicate are read in a subquery of
+        their own, which the store hash-joins with the focus nodes instead of seeking once per node."""
         if shape.path is None:
             return f"BIND(?this AS ?{variable})"
+        if focus.large and _PREDICATE_PATH.fullmatch(shape.path):
+            return f"{{ SELECT ?this ?{variable} WHERE {{ ?this {shape.path} ?{variable} }} }}"
         return f"?this {shape.path} ?{variable} ."
 
     def value_focus(self, shape: Shape, focus: Focus) -> Focus:
@@ -1157,17 +1170,21 @@ class _Evaluator:
         if shape.path is None:
             return focus
         parent = self.fresh("parent")
-        return Focus(f"{focus.subquery(parent)} ?{parent} {shape.path} ?this .")
+        return Focus(f"{focus.subquery(parent)} ?{parent} {shape.path} ?this .", large=focus.large)
 
     def evaluate(self, shape: Shape, focus: Focus) -> list[ValidationResult]:
         if shape.deactivated:
             return []
         results: list[ValidationResult] = []
-        value_checks = [c for c in shape.constraints if c.kind in VALUE_CHECKS]
-        if value_checks:
-            results.extend(self.value_checks(shape, value_checks, focus))
+        # Over a large focus, sh:class runs on its own as an anti-join (MINUS), much faster than a
+        # NOT EXISTS per value; the other value checks share one query.
+        merged = [
+            c for c in shape.constraints if c.kind in VALUE_CHECKS and not (focus.large and c.kind == "class")
+        ]
+        if merged:
+            results.extend(self.value_checks(shape, merged, focus))
         for constraint in shape.constraints:
-            if constraint.kind not in VALUE_CHECKS:
+            if constraint not in merged:
                 results.extend(self.constraint(shape, constraint, focus))
         return results
 
@@ -1177,9 +1194,9 @@ class _Evaluator:
         """All constraints that judge each value node on its own, in one query over the value nodes."""
         if len(constraints) == 1:
             condition = self.violation(constraints[0])
+            values = self.value_pattern(shape, focus)
             query = (
-                f"SELECT DISTINCT ?this ?value WHERE {{ {focus.subquery()} {self.value_pattern(shape)} "
-                f"FILTER({condition}) }}"
+                f"SELECT DISTINCT ?this ?value WHERE {{ {focus.subquery()} {values} FILTER({condition}) }}"
             )
             return [
                 self.result(shape, constraints[0], row["this"], row["value"]) for row in self.select(query)
@@ -1187,8 +1204,9 @@ class _Evaluator:
         binds = " ".join(f"BIND({self.violation(c)} AS ?broken{i})" for i, c in enumerate(constraints))
         flags = " ".join(f"?broken{i}" for i in range(len(constraints)))
         any_broken = " || ".join(f"?broken{i}" for i in range(len(constraints)))
+        values = self.value_pattern(shape, focus)
         query = (
-            f"SELECT DISTINCT ?this ?value {flags} WHERE {{ {focus.subquery()} {self.value_pattern(shape)} "
+            f"SELECT DISTINCT ?this ?value {flags} WHERE {{ {focus.subquery()} {values} "
             f"{binds} FILTER({any_broken}) }}"
         )
         results = []
@@ -1241,7 +1259,7 @@ class _Evaluator:
     def constraint(self, shape: Shape, constraint: Constraint, focus: Focus) -> list[ValidationResult]:
         kind, args = constraint.kind, constraint.args
         this = focus.subquery()
-        values = self.value_pattern(shape)
+        values = self.value_pattern(shape, focus)
         if kind == "property":
             child = args["shape"]
             assert isinstance(child, Shape)
@@ -1256,7 +1274,9 @@ class _Evaluator:
             return self.ask(shape, constraint, focus)
         if kind in ("minCount", "maxCount"):
             n = args["n"]
-            if kind == "minCount" and n == 1:
+            if kind == "minCount" and n == 1 and values.startswith("{"):
+                query = f"SELECT ?this WHERE {{ {this} MINUS {values} }}"  # a hash anti-join
+            elif kind == "minCount" and n == 1:
                 query = f"SELECT ?this WHERE {{ {this} FILTER NOT EXISTS {{ {values} }} }}"
             elif kind == "minCount":
                 query = (
@@ -1269,6 +1289,10 @@ class _Evaluator:
                     f"GROUP BY ?this HAVING (COUNT(DISTINCT ?value) > {n})"
                 )
             return [self.result(shape, constraint, row["this"], None) for row in self.select(query)]
+        if kind == "class":  # a large focus: see evaluate()
+            typed, _ = self.typed("value", str(args["class"]))
+            query = f"SELECT DISTINCT ?this ?value WHERE {{ {this} {values} MINUS {{ {typed} }} }}"
+            return [self.result(shape, constraint, row["this"], row["value"]) for row in self.select(query)]
         if kind == "hasValue":
             wanted = args["value"]
             if shape.path is None:
@@ -1291,7 +1315,7 @@ class _Evaluator:
         if kind == "closed":
             allowed = ", ".join(f"<{iri}>" for iri in args["allowed"])  # type: ignore[attr-defined]
             exclude = f"FILTER(?predicate NOT IN ({allowed}))" if allowed else ""
-            nodes = self.value_pattern(shape, "node")
+            nodes = self.value_pattern(shape, focus, "node")
             query = (
                 f"SELECT DISTINCT ?this ?predicate ?object WHERE {{ {this} {nodes} "
                 f"?node ?predicate ?object . {exclude} }}"
@@ -1365,7 +1389,7 @@ class _Evaluator:
 
     def pairs(self, shape: Shape, focus: Focus, keep_empty: bool = False) -> list[tuple[Term, Term | None]]:
         """(focus node, value node) pairs; with ``keep_empty``, focus nodes without values as (node, None)."""
-        values = self.value_pattern(shape)
+        values = self.value_pattern(shape, focus)
         body = f"OPTIONAL {{ {values} }}" if keep_empty else values
         query = f"SELECT DISTINCT ?this ?value WHERE {{ {focus.subquery()} {body} }}"
         return [(row["this"], row.get("value")) for row in self.select(query)]
@@ -1467,7 +1491,7 @@ class _Evaluator:
         query = (
             str(args["query"])
             .replace(FOCUS_MARK, focus.subquery() + "\n")
-            .replace(VALUES_MARK, self.value_pattern(shape) + "\n")
+            .replace(VALUES_MARK, self.value_pattern(shape, focus) + "\n")
         )
         templates = args["messages"] or shape.messages
         parameters = args["parameters"]
