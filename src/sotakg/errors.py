@@ -136,3 +136,17 @@ class EndpointTimeout(EndpointError):
 
 class ServeError(SotakgError):
     """The Oxigraph server cannot be found, started or asked."""
+
+
+class ShapesError(SotakgError):
+    """A shapes graph is not well-formed SHACL (what the SHACL specification calls a failure)."""
+
+
+class UnsupportedShape(ShapesError):
+    """A shape uses a feature the SPARQL compiler does not implement; validate it with pySHACL instead."""
+
+    def __init__(self, shape: str, feature: str, why: str = ""):
+        self.shape = shape
+        self.feature = feature
+        detail = f": {why}" if why else ""
+        super().__init__(f"shape {shape} uses {feature}, which the SPARQL engine does not support{detail}")

@@ -1,0 +1,348 @@
+"""Focused cases for the SHACL -> SPARQL compiler beyond the W3C suite (tests/test_w3c_shacl.py)."""
+
+from __future__ import annotations
+
+import pytest
+from pyoxigraph import Literal, NamedNode, RdfFormat, Store
+
+from sotakg.errors import ShapesError, UnsupportedShape
+from sotakg.shacl_compiler import compile_shapes, rewrite_select, validate
+
+PREFIXES = """
+@prefix sh: <http://www.w3.org/ns/shacl#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+@prefix sota: <https://w3id.org/sotakg/ontology#> .
+@prefix id: <https://w3id.org/sotakg/id/> .
+@prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+"""
+SH = "http://www.w3.org/ns/shacl#"
+SOTA = "https://w3id.org/sotakg/ontology#"
+ID = "https://w3id.org/sotakg/id/"
+
+
+def store_of(turtle: str) -> Store:
+    store = Store()
+    store.load((PREFIXES + turtle).encode(), format=RdfFormat.TURTLE)
+    return store
+
+
+class CountingStore:
+    """A store that counts the queries run on it (the compiler only calls ``query``)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.queries: list[str] = []
+
+    def query(self, text: str, **options):
+        self.queries.append(text)
+        return self.store.query(text, **options)
+
+
+def many_practices(count: int) -> Store:
+    lines = []
+    for n in range(count):
+        status = "sota:Rejected" if n % 10 == 0 else "sota:Active"
+        reason = ' ; sota:rejectionReason "superseded"' if n % 20 == 0 else ""
+        lines.append(f"id:SOTA-{n:03d} a sota:Practice ; sota:status {status}{reason} .")
+    return store_of("\n".join(lines))
+
+
+REJECTION_SHAPE = (
+    PREFIXES
+    + """
+ex:RejectionNeedsReason a sh:NodeShape ;
+    sh:targetClass sota:Practice ;
+    sh:sparql [
+        sh:message "{$this} is rejected but gives no reason" ;
+        sh:select \"\"\"
+            PREFIX sota: <https://w3id.org/sotakg/ontology#>
+            SELECT $this WHERE {
+                $this sota:status sota:Rejected .
+                FILTER NOT EXISTS { $this sota:rejectionReason ?reason }
+            }\"\"\" ;
+    ] .
+"""
+)
+
+
+def test_sparql_constraint_runs_once_over_all_focus_nodes() -> None:
+    data = CountingStore(many_practices(200))
+    report = validate(data, REJECTION_SHAPE)  # type: ignore[arg-type]
+    # One query for the constraint, over all 200 practices, and one for the subclasses of sota:Practice.
+    assert len(data.queries) == 2
+    assert sum("rejectionReason" in q for q in data.queries) == 1
+    assert "subClassOf>* <https://w3id.org/sotakg/ontology#Practice>" in data.queries[0]
+    assert [r.focus.value for r in report.results] == [f"{ID}SOTA-{n:03d}" for n in range(10, 200, 20)]
+    first = report.results[0]
+    assert first.messages == (f"{ID}SOTA-010 is rejected but gives no reason",)
+    assert first.component == SH + "SPARQLConstraintComponent"
+    assert first.severity == SH + "Violation"
+    assert first.source_shape == "http://example.org/RejectionNeedsReason"
+    assert first.value == first.focus  # a node shape's value defaults to the focus node
+    assert first.root_shape == "http://example.org/RejectionNeedsReason"
+    assert first.path is None
+    assert report.conforms is False
+
+
+def test_core_components_run_one_query_each_with_default_messages_and_severity() -> None:
+    data = CountingStore(
+        store_of("""
+        id:SOTA-001 a sota:Practice ; sota:title "A" .
+        id:SOTA-002 a sota:Practice ; sota:title "B", "C" .
+        id:SOTA-003 a sota:Practice .
+    """)
+    )
+    shapes = (
+        PREFIXES
+        + """
+    ex:OneTitle a sh:NodeShape ; sh:targetClass sota:Practice ;
+        sh:property [ sh:path sota:title ; sh:minCount 1 ; sh:maxCount 1 ; sh:severity sh:Warning ] .
+    """
+    )
+    report = validate(data, shapes)  # type: ignore[arg-type]
+    assert len(data.queries) == 3  # the subclasses of sota:Practice, then one query per constraint
+    assert [(r.focus.value, r.component, r.severity, r.path, r.messages) for r in report.results] == [
+        (
+            f"{ID}SOTA-002",
+            SH + "MaxCountConstraintComponent",
+            SH + "Warning",
+            SOTA + "title",
+            ("More than 1 values",),
+        ),
+        (
+            f"{ID}SOTA-003",
+            SH + "MinCountConstraintComponent",
+            SH + "Warning",
+            SOTA + "title",
+            ("Fewer than 1 values",),
+        ),
+    ]
+
+
+def test_property_path_substitution_and_message_template_variables() -> None:
+    data = store_of("""
+        id:SOTA-001 sota:reasonNames id:LIT-001, id:LIT-404 .
+        id:LIT-001 a sota:Paper .
+    """)
+    shapes = (
+        PREFIXES
+        + """
+    ex:ReasonsResolve a sh:PropertyShape ;
+        sh:targetSubjectsOf sota:reasonNames ;
+        sh:path sota:reasonNames ;
+        sh:severity sh:Info ;
+        sh:sparql [
+            sh:message "{?value} named by {$this} does not exist" ;
+            sh:select "SELECT $this ?value WHERE { $this $PATH ?value FILTER NOT EXISTS { ?value a ?any } }" ;
+        ] .
+    """
+    )
+    (result,) = validate(data, shapes).results
+    assert (result.focus, result.value, result.path, result.severity, result.messages) == (
+        NamedNode(f"{ID}SOTA-001"),
+        NamedNode(f"{ID}LIT-404"),
+        SOTA + "reasonNames",
+        SH + "Info",
+        (f"{ID}LIT-404 named by {ID}SOTA-001 does not exist",),
+    )
+
+
+def test_logical_components_judge_value_nodes_against_nested_shapes() -> None:
+    data = store_of("""
+        ex:a ex:p ex:good, ex:bad, "text" .
+        ex:good a ex:C .
+        ex:bad a ex:D .
+    """)
+    shapes = (
+        PREFIXES
+        + """
+    ex:S a sh:NodeShape ; sh:targetNode ex:a ;
+        sh:property [ sh:path ex:p ; sh:or ( [ sh:class ex:C ] [ sh:datatype xsd:string ] ) ] ;
+        sh:property [ sh:path ex:p ; sh:not [ sh:nodeKind sh:Literal ] ] .
+    """
+    )
+    report = validate(data, shapes)
+    assert sorted((r.component.removeprefix(SH), str(r.value)) for r in report.results) == [
+        ("NotConstraintComponent", '"text"'),
+        ("OrConstraintComponent", "<http://example.org/bad>"),
+    ]
+
+
+def test_deactivated_shapes_and_constraints_report_nothing() -> None:
+    data = store_of("ex:a a ex:C .")
+    shapes = (
+        PREFIXES
+        + """
+    ex:Off a sh:NodeShape ; sh:targetClass ex:C ; sh:deactivated true ; sh:class ex:Missing .
+    ex:On a sh:NodeShape ; sh:targetClass ex:C ;
+        sh:sparql [ sh:deactivated true ; sh:select "SELECT $this WHERE { }" ] .
+    """
+    )
+    report = validate(data, shapes)
+    assert report.conforms is True and report.results == ()
+
+
+@pytest.mark.parametrize(
+    ("shape", "feature"),
+    [
+        ("sh:path ex:p ; sh:datatype xsd:int", "sh:datatype xsd:int"),
+        ("sh:rule [ ]", "sh:rule"),
+        ('sh:sparql [ sh:select "SELECT $this WHERE { $this ?p ?o } LIMIT 1" ]', "LIMIT/OFFSET"),
+        ('sh:sparql [ sh:select "SELECT (COUNT(*) AS ?n) WHERE { $this ?p ?o }" ]', "an aggregate"),
+    ],
+)
+def test_unsupported_features_raise_naming_shape_and_feature(shape: str, feature: str) -> None:
+    with pytest.raises(UnsupportedShape) as raised:
+        compile_shapes(PREFIXES + f"ex:Bad a sh:NodeShape ; sh:targetNode ex:a ; {shape} .")
+    assert raised.value.shape == "http://example.org/Bad"
+    assert raised.value.feature.startswith(feature)
+    assert str(raised.value).startswith(f"shape http://example.org/Bad uses {feature}")
+
+
+def test_custom_ask_components_run_once_over_all_value_nodes() -> None:
+    data = CountingStore(store_of("""ex:a ex:label "Hallo"@de, "Hello"@en . ex:b ex:label "Bonjour"@fr ."""))
+    shapes = (
+        PREFIXES
+        + """
+    ex:LanguageComponent a sh:ConstraintComponent ;
+        sh:parameter [ sh:path ex:lang ] ;
+        sh:validator [ a sh:SPARQLAskValidator ;
+            sh:message "{?value} is not in language {$lang}" ;
+            sh:ask "ASK { FILTER(langMatches(lang($value), $lang)) }" ] .
+    ex:S a sh:PropertyShape ; sh:targetSubjectsOf ex:label ; sh:path ex:label ; ex:lang "en" .
+    """
+    )
+    report = validate(data, shapes)  # type: ignore[arg-type]
+    assert len(data.queries) == 1
+    assert [(r.focus.value, r.value.value, r.component, r.messages) for r in report.results] == [
+        (
+            "http://example.org/a",
+            "Hallo",
+            "http://example.org/LanguageComponent",
+            ("Hallo is not in language en",),
+        ),
+        (
+            "http://example.org/b",
+            "Bonjour",
+            "http://example.org/LanguageComponent",
+            ("Bonjour is not in language en",),
+        ),
+    ]
+
+
+def test_ask_validators_may_not_assign_value() -> None:
+    shapes = (
+        PREFIXES
+        + """
+    ex:C a sh:ConstraintComponent ; sh:parameter [ sh:path ex:lang ] ;
+        sh:validator [ sh:ask "ASK { BIND(true AS ?value) }" ] .
+    ex:S a sh:NodeShape ; sh:targetNode ex:a ; ex:lang "en" .
+    """
+    )
+    with pytest.raises(ShapesError, match=r"may not assign the pre-bound \$value"):
+        compile_shapes(shapes)
+
+
+def test_recursive_shapes_are_refused() -> None:
+    shapes = PREFIXES + "ex:A a sh:NodeShape ; sh:targetNode ex:a ; sh:node ex:B . ex:B sh:node ex:A ."
+    with pytest.raises(UnsupportedShape, match="a recursive shape reference"):
+        compile_shapes(shapes)
+
+
+def test_forbidden_sparql_is_a_shapes_error() -> None:
+    shapes = (
+        PREFIXES
+        + """
+    ex:S a sh:NodeShape ; sh:targetNode ex:a ;
+        sh:sparql [ sh:select "SELECT $this WHERE { $this ?p ?o MINUS { $this ?p 1 } }" ] .
+    """
+    )
+    with pytest.raises(ShapesError, match="forbids MINUS"):
+        compile_shapes(shapes)
+
+
+def test_rewrite_injects_the_focus_into_groups_that_mention_this() -> None:
+    from sotakg.shacl_compiler import FOCUS_MARK, Shape
+
+    query = "SELECT ?value WHERE { ?x ?p ?value { FILTER($this = ?x) } UNION { ?y ?p ?value } }"
+    rewritten = rewrite_select(
+        query, Shape(NamedNode("http://example.org/S"), "http://example.org/S"), {"ex": "x:"}
+    )
+    mark = "\n" + FOCUS_MARK
+    assert rewritten == (
+        "PREFIX ex: <x:>\n"
+        f"SELECT ?this ?value WHERE {{{mark} ?x ?p ?value {{{mark} FILTER(?this = ?x) }} "
+        "UNION { ?y ?p ?value } }"
+    )
+
+
+def test_results_are_sorted_and_deduplicated() -> None:
+    data = store_of("ex:b ex:p 5 . ex:a ex:p 1, 7 .")
+    shapes = (
+        PREFIXES
+        + """
+    ex:S1 a sh:PropertyShape ; sh:targetSubjectsOf ex:p ; sh:path ex:p ; sh:maxInclusive 4 .
+    ex:S2 a sh:NodeShape ; sh:targetSubjectsOf ex:p ; sh:property ex:S1 .
+    """
+    )
+    report = validate(data, shapes)
+    assert {r.root_shape for r in report.results} == {"http://example.org/S1"}  # S1 sorts before S2
+    assert [(r.focus.value, r.value) for r in report.results] == [
+        (
+            "http://example.org/a",
+            Literal("7", datatype=NamedNode("http://www.w3.org/2001/XMLSchema#integer")),
+        ),
+        (
+            "http://example.org/b",
+            Literal("5", datatype=NamedNode("http://www.w3.org/2001/XMLSchema#integer")),
+        ),
+    ]
+
+
+def test_ill_formed_literals_fail_their_datatype() -> None:
+    data = store_of('ex:a ex:year "2020"^^xsd:gYear, "20x"^^xsd:gYear, "2020" .')
+    shapes = (
+        PREFIXES + "ex:S a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ex:year ; sh:datatype xsd:gYear ."
+    )
+    assert sorted(r.value.value for r in validate(data, shapes).results) == ["2020", "20x"]
+
+
+def test_a_folder_of_shapes_keeps_each_files_blank_nodes_apart(tmp_path) -> None:
+    (tmp_path / "a.ttl").write_text(
+        PREFIXES + "ex:A a sh:NodeShape ; sh:targetNode ex:a ; sh:property _:p . "
+        "_:p sh:path ex:p ; sh:minCount 1 ."
+    )
+    (tmp_path / "b.ttl").write_text(
+        PREFIXES + "ex:B a sh:NodeShape ; sh:targetNode ex:a ; sh:property _:p . "
+        "_:p sh:path ex:q ; sh:minCount 1 ."
+    )
+    (tmp_path / "notes.txt").write_text("not a shapes file")
+    report = validate(store_of("ex:a ex:other 1 ."), tmp_path)
+    assert sorted((r.root_shape, r.path) for r in report.results) == [
+        ("http://example.org/A", "http://example.org/p"),
+        ("http://example.org/B", "http://example.org/q"),
+    ]
+
+
+def test_class_targets_and_checks_follow_subclasses_in_the_data() -> None:
+    # Class targets are "large" focus sets: checked with hash joins and MINUS instead of lookups.
+    data = store_of("""
+        ex:Report rdfs:subClassOf ex:Document . ex:Memo rdfs:subClassOf ex:Document .
+        ex:r a ex:Report ; ex:cites ex:m, ex:x ; ex:title "R" .
+        ex:m a ex:Memo ; ex:cites ex:r .
+        ex:x a ex:Other .
+    """)
+    shapes = (
+        PREFIXES
+        + """
+    ex:Docs a sh:NodeShape ; sh:targetClass ex:Document ;
+        sh:property [ sh:path ex:cites ; sh:class ex:Document ] ;
+        sh:property [ sh:path ex:title ; sh:minCount 1 ] .
+    """
+    )
+    report = validate(data, shapes)
+    assert [(r.focus.value, r.component.removeprefix(SH), r.value) for r in report.results] == [
+        ("http://example.org/m", "MinCountConstraintComponent", None),
+        ("http://example.org/r", "ClassConstraintComponent", NamedNode("http://example.org/x")),
+    ]
