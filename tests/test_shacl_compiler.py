@@ -266,9 +266,7 @@ def test_rewrite_injects_the_focus_into_groups_that_mention_this() -> None:
     from sotakg.shacl_compiler import FOCUS_MARK, Shape
 
     query = "SELECT ?value WHERE { ?x ?p ?value { FILTER($this = ?x) } UNION { ?y ?p ?value } }"
-    rewritten = rewrite_select(
-        query, Shape(NamedNode("http://example.org/S"), "http://example.org/S"), {"ex": "x:"}
-    )
+    rewritten = rewrite_select(query, Shape(NamedNode("http://example.org/S"), "http://example.org/S"), {"ex": "x:"})
     mark = "\n" + FOCUS_MARK
     assert rewritten == (
         "PREFIX ex: <x:>\n"
@@ -302,20 +300,16 @@ def test_results_are_sorted_and_deduplicated() -> None:
 
 def test_ill_formed_literals_fail_their_datatype() -> None:
     data = store_of('ex:a ex:year "2020"^^xsd:gYear, "20x"^^xsd:gYear, "2020" .')
-    shapes = (
-        PREFIXES + "ex:S a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ex:year ; sh:datatype xsd:gYear ."
-    )
+    shapes = PREFIXES + "ex:S a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ex:year ; sh:datatype xsd:gYear ."
     assert sorted(r.value.value for r in validate(data, shapes).results) == ["2020", "20x"]
 
 
 def test_a_folder_of_shapes_keeps_each_files_blank_nodes_apart(tmp_path) -> None:
     (tmp_path / "a.ttl").write_text(
-        PREFIXES + "ex:A a sh:NodeShape ; sh:targetNode ex:a ; sh:property _:p . "
-        "_:p sh:path ex:p ; sh:minCount 1 ."
+        PREFIXES + "ex:A a sh:NodeShape ; sh:targetNode ex:a ; sh:property _:p . _:p sh:path ex:p ; sh:minCount 1 ."
     )
     (tmp_path / "b.ttl").write_text(
-        PREFIXES + "ex:B a sh:NodeShape ; sh:targetNode ex:a ; sh:property _:p . "
-        "_:p sh:path ex:q ; sh:minCount 1 ."
+        PREFIXES + "ex:B a sh:NodeShape ; sh:targetNode ex:a ; sh:property _:p . _:p sh:path ex:q ; sh:minCount 1 ."
     )
     (tmp_path / "notes.txt").write_text("not a shapes file")
     report = validate(store_of("ex:a ex:other 1 ."), tmp_path)

@@ -595,7 +595,7 @@ def test_formats_match_golden_files(mixed, fmt: str, name: str) -> None:
 def test_json_report(mixed) -> None:
     document = json.loads(render(mixed, "json"))
     assert document["counts"] == {"violation": 1, "warning": 7, "info": 1}
-    assert (document["conforms"], document["failed"], document["engine"]) == (False, True, "pyshacl")
+    assert (document["conforms"], document["failed"], document["engine"]) == (False, True, "sparql")
     violation = next(f for f in document["findings"] if f["severity"] == "violation")
     assert violation == {
         "rule": "reason-only-if-rejected",
@@ -710,7 +710,7 @@ def test_shipped_data_exits_0_and_fails_with_strict(runner, workdir: Path) -> No
     assert strict.exit_code == 1
     assert json.loads(Path("report.json").read_text(encoding="utf-8"))["failed"] is True
     assert strict.stdout == ""
-    assert strict.stderr == "0 violations, 7 warnings, 0 infos in 65 records (engine pyshacl).\n"
+    assert strict.stderr == "0 violations, 7 warnings, 0 infos in 65 records (engine sparql).\n"
 
 
 def test_unusable_options_and_missing_data_exit_2(runner, workdir: Path) -> None:
@@ -731,7 +731,7 @@ def test_broken_data_exits_1_naming_rule_record_file_and_line(runner, workdir: P
         "A Rejected practice says why it was rejected: "
         "add a `reason:` (and the ids it names under `reason_names:`). (SOTA-049)"
     ) in result.output.splitlines()
-    assert result.output.splitlines()[-1] == "1 violation, 7 warnings, 0 infos in 65 records (engine pyshacl)."
+    assert result.output.splitlines()[-1] == "1 violation, 7 warnings, 0 infos in 65 records (engine sparql)."
 
 
 def test_unreadable_data_exits_1(runner, workdir: Path) -> None:

@@ -128,9 +128,7 @@ def test_w3c_case(case: Case) -> None:
     same_parse = data_store is test_store
     shapes_parse = same_parse and case.shapes == case.file
     expected_conforms, expected = _expected(case, test_store, same_parse)
-    shapes_graph = (
-        ShapesGraph.from_store(data_store) if case.shapes == case.data else ShapesGraph.parse(case.shapes)
-    )
+    shapes_graph = ShapesGraph.from_store(data_store) if case.shapes == case.data else ShapesGraph.parse(case.shapes)
     try:
         report = compile_shapes(shapes_graph).validate(data_store)
     except UnsupportedShape as error:

@@ -163,9 +163,7 @@ class ShapesGraph:
         self._in: dict[Term, dict[str, list[Term]]] = defaultdict(lambda: defaultdict(list))
         for triple in triples:
             subject, predicate, obj = triple.subject, triple.predicate.value, triple.object
-            if not isinstance(subject, (NamedNode, BlankNode)) or not isinstance(
-                obj, (NamedNode, BlankNode, Literal)
-            ):
+            if not isinstance(subject, (NamedNode, BlankNode)) or not isinstance(obj, (NamedNode, BlankNode, Literal)):
                 continue
             self._out[subject][predicate].append(obj)
             self._in[obj][predicate].append(subject)
@@ -317,9 +315,7 @@ def _display(term: Term | None) -> str:
         return ""
     if isinstance(term, NamedNode):
         for prefix, namespace in (*PREFIXES.items(), ("sh", SH)):
-            if term.value.startswith(namespace) and re.fullmatch(
-                r"[A-Za-z0-9_\-]*", term.value[len(namespace) :]
-            ):
+            if term.value.startswith(namespace) and re.fullmatch(r"[A-Za-z0-9_\-]*", term.value[len(namespace) :]):
                 return f"{prefix}:{term.value[len(namespace) :]}"
         return f"<{term.value}>"
     if isinstance(term, Literal):
@@ -363,9 +359,7 @@ class _Compiler:
             for parameter in self.graph.objects(node, SH + "parameter"):
                 paths = self.graph.objects(parameter, SH + "path")
                 if len(paths) != 1 or not isinstance(paths[0], NamedNode):
-                    raise ShapesError(
-                        f"constraint component {node_id(node)}: a parameter needs one IRI sh:path"
-                    )
+                    raise ShapesError(f"constraint component {node_id(node)}: a parameter needs one IRI sh:path")
                 optional = self.graph.objects(parameter, SH + "optional")
                 parameters.append((paths[0].value, bool(optional) and optional[0].value == "true"))
             if not parameters:
@@ -506,10 +500,7 @@ class _Compiler:
             classes.append(node.value)
         for iri in dict.fromkeys(classes):
             patterns.append(("class", iri))
-        nodes = [
-            term_text(n, name, "a blank node as sh:targetNode")
-            for n in graph.objects(node, SH + "targetNode")
-        ]
+        nodes = [term_text(n, name, "a blank node as sh:targetNode") for n in graph.objects(node, SH + "targetNode")]
         if nodes:
             patterns.append(("nodes", " ".join(dict.fromkeys(nodes))))
         for predicate in graph.objects(node, SH + "targetSubjectsOf"):
@@ -664,9 +655,7 @@ class _Compiler:
             for members in values(parameter):
                 shapes = [self.shape(m) for m in graph.list_items(members, f"shape {name}")]
                 listed = ", ".join(_display(m.node) for m in shapes)
-                add(
-                    parameter, parameter, {"shapes": shapes}, f"Value does not conform to {words} of {listed}"
-                )
+                add(parameter, parameter, {"shapes": shapes}, f"Value does not conform to {words} of {listed}")
         for other in values("node"):
             add(
                 "node",
@@ -675,9 +664,7 @@ class _Compiler:
                 f"Value does not conform to shape {_display(other)}",
             )
         for child in values("property"):
-            constraints.append(
-                Constraint(SH + "PropertyConstraintComponent", "property", {"shape": self.shape(child)})
-            )
+            constraints.append(Constraint(SH + "PropertyConstraintComponent", "property", {"shape": self.shape(child)}))
         self._qualified(shape, constraints, add)
         for sparql in values("sparql"):
             constraints.extend(self._sparql(shape, sparql))
@@ -776,9 +763,7 @@ class _Compiler:
         selects = graph.objects(node, SH + "select")
         if len(selects) != 1 or not isinstance(selects[0], Literal):
             if graph.objects(node, SH + "ask"):
-                raise UnsupportedShape(
-                    name, "sh:ask in sh:sparql", "only SELECT-based constraints are implemented"
-                )
+                raise UnsupportedShape(name, "sh:ask in sh:sparql", "only SELECT-based constraints are implemented")
             raise ShapesError(f"shape {name}: SPARQL constraint {node_id(node)} needs exactly one sh:select")
         prefixes = self._prefixes(node, name)
         query = rewrite_select(selects[0].value, shape, prefixes)
@@ -947,9 +932,7 @@ def rewrite_ask(query: str, shape: Shape, prefixes: dict[str, str], constants: d
     return f"{declared}{prologue}{select}"
 
 
-def rewrite_select(
-    query: str, shape: Shape, prefixes: dict[str, str], constants: dict[str, str] | None = None
-) -> str:
+def rewrite_select(query: str, shape: Shape, prefixes: dict[str, str], constants: dict[str, str] | None = None) -> str:
     """Turn a SHACL-SPARQL SELECT into a query that runs once over all focus nodes.
 
     SHACL pre-binds ``$this`` to one focus node at a time. Here every group that mentions ``$this`` (and
@@ -1037,9 +1020,7 @@ def _check_top_level(name: str, projection: list[_Token], after: list[_Token]) -
     grouped = "GROUP" in keywords
     if grouped:
         start = keywords.index("GROUP") + 2
-        end = next(
-            (i for i in range(start, len(after)) if after[i].keyword in ("HAVING", "ORDER")), len(after)
-        )
+        end = next((i for i in range(start, len(after)) if after[i].keyword in ("HAVING", "ORDER")), len(after))
         if not any(t.variable == "this" for t in after[start:end]):
             raise UnsupportedShape(
                 name,
@@ -1097,9 +1078,7 @@ class _Evaluator:
         found = self._subclasses.get(iri)
         if found is None:
             query = f"SELECT DISTINCT ?class WHERE {{ ?class <{RDFS_SUBCLASS_OF}>* <{iri}> }}"
-            found = sorted(
-                {row["class"].value for row in self.select(query) if isinstance(row["class"], NamedNode)}
-            )
+            found = sorted({row["class"].value for row in self.select(query) if isinstance(row["class"], NamedNode)})
             if iri not in found:
                 found.insert(0, iri)
             self._subclasses[iri] = found
@@ -1178,9 +1157,7 @@ class _Evaluator:
         results: list[ValidationResult] = []
         # Over a large focus, sh:class runs on its own as an anti-join (MINUS), much faster than a
         # NOT EXISTS per value; the other value checks share one query.
-        merged = [
-            c for c in shape.constraints if c.kind in VALUE_CHECKS and not (focus.large and c.kind == "class")
-        ]
+        merged = [c for c in shape.constraints if c.kind in VALUE_CHECKS and not (focus.large and c.kind == "class")]
         if merged:
             results.extend(self.value_checks(shape, merged, focus))
         for constraint in shape.constraints:
@@ -1188,26 +1165,19 @@ class _Evaluator:
                 results.extend(self.constraint(shape, constraint, focus))
         return results
 
-    def value_checks(
-        self, shape: Shape, constraints: list[Constraint], focus: Focus
-    ) -> list[ValidationResult]:
+    def value_checks(self, shape: Shape, constraints: list[Constraint], focus: Focus) -> list[ValidationResult]:
         """All constraints that judge each value node on its own, in one query over the value nodes."""
         if len(constraints) == 1:
             condition = self.violation(constraints[0])
             values = self.value_pattern(shape, focus)
-            query = (
-                f"SELECT DISTINCT ?this ?value WHERE {{ {focus.subquery()} {values} FILTER({condition}) }}"
-            )
-            return [
-                self.result(shape, constraints[0], row["this"], row["value"]) for row in self.select(query)
-            ]
+            query = f"SELECT DISTINCT ?this ?value WHERE {{ {focus.subquery()} {values} FILTER({condition}) }}"
+            return [self.result(shape, constraints[0], row["this"], row["value"]) for row in self.select(query)]
         binds = " ".join(f"BIND({self.violation(c)} AS ?broken{i})" for i, c in enumerate(constraints))
         flags = " ".join(f"?broken{i}" for i in range(len(constraints)))
         any_broken = " || ".join(f"?broken{i}" for i in range(len(constraints)))
         values = self.value_pattern(shape, focus)
         query = (
-            f"SELECT DISTINCT ?this ?value {flags} WHERE {{ {focus.subquery()} {values} "
-            f"{binds} FILTER({any_broken}) }}"
+            f"SELECT DISTINCT ?this ?value {flags} WHERE {{ {focus.subquery()} {values} {binds} FILTER({any_broken}) }}"
         )
         results = []
         for row in self.select(query):
@@ -1284,10 +1254,7 @@ class _Evaluator:
                     f"GROUP BY ?this HAVING (COUNT(DISTINCT ?value) < {n})"
                 )
             else:
-                query = (
-                    f"SELECT ?this WHERE {{ {this} {values} }} "
-                    f"GROUP BY ?this HAVING (COUNT(DISTINCT ?value) > {n})"
-                )
+                query = f"SELECT ?this WHERE {{ {this} {values} }} GROUP BY ?this HAVING (COUNT(DISTINCT ?value) > {n})"
             return [self.result(shape, constraint, row["this"], None) for row in self.select(query)]
         if kind == "class":  # a large focus: see evaluate()
             typed, _ = self.typed("value", str(args["class"]))
@@ -1336,9 +1303,7 @@ class _Evaluator:
                 f"FILTER NOT EXISTS {{ {back} }} }} }}"
             )
         elif kind == "disjoint":
-            query = (
-                f"SELECT DISTINCT ?this ?value WHERE {{ {this} {values} ?this <{args['other']}> ?value . }}"
-            )
+            query = f"SELECT DISTINCT ?this ?value WHERE {{ {this} {values} ?this <{args['other']}> ?value . }}"
         elif kind in ("lessThan", "lessThanOrEquals"):
             operator = "<" if kind == "lessThan" else "<="
             query = (
@@ -1501,9 +1466,7 @@ class _Evaluator:
             node, value = row["this"], row["value"]
             bindings = {**parameters, "this": node, "value": value}
             if shape.result_path is not None:
-                bindings["path"] = (
-                    NamedNode(shape.result_path) if shape.path_iri else Literal(shape.result_path)
-                )
+                bindings["path"] = NamedNode(shape.result_path) if shape.path_iri else Literal(shape.result_path)
             results.append(
                 ValidationResult(
                     focus=node,
