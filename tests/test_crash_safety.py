@@ -63,7 +63,7 @@ def test_random_kills_and_interrupts_never_lose_the_store(workdir, seed):
         target = 42 if removed.exists() else 41
         before = set(leftovers(workdir))
         process = sotakg("build", cwd=workdir)
-        time.sleep(rng.uniform(0.0, 0.9))
+        time.sleep(rng.uniform(0.25, 0.8))  # past interpreter start-up, into loading and swapping
         sig = rng.choice([signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
         process.send_signal(sig)
         code = process.wait(timeout=60)

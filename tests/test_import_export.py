@@ -206,3 +206,15 @@ def test_export_is_stable(runner, workdir):
     runner.invoke(cli, ["build", "--force"])
     assert runner.invoke(cli, ["export", "rdf", "-f", "nt"]).stdout_bytes == first
     assert filecmp.cmp(SEED_PAGE, SEED_PAGE)
+
+
+def test_year_suffixes_are_read_and_unreadable_bylines_are_warned_about(runner, tmp_path):
+    page = tmp_path / "page.md"
+    text = (FIXTURES / "other-topic.md").read_text(encoding="utf-8")
+    text = text.replace("Doe (2021), LIT-901 — https", "Doe (2021b), LIT-901 — https")
+    text = text.replace("Doe (2021), LIT-901.", "Doe (in press), LIT-901.")
+    page.write_text(text, encoding="utf-8")
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "year: 2021" in (tmp_path / "data" / "papers" / "LIT-901.yaml").read_text()
+    assert "row SOTA-902: could not read authors and year from 'Doe (in press), LIT-901.'" in result.stderr

@@ -30,10 +30,11 @@ LIT_RE = re.compile(r"\bLIT-\d+\b")
 ADR_RE = re.compile(r"\bADR-\d+\b")
 PRACTICE_CELL_RE = re.compile(r"^(?P<id>SOTA-\d+)(?: v(?P<version>\d+))?$")
 CITATION_RE = re.compile(
-    r"^(?P<authors>[^()|]+?) \((?P<years>\d{4}(?:, \d{4})*)\), "
+    r"^(?P<authors>[^()|]+?) \((?P<years>\d{4}[a-z]?(?:, \d{4}[a-z]?)*)\), "
     r"(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)(?P<rest>.*)$",
     re.S,
 )
+LOOKS_CITED_RE = re.compile(r"^[^|()]{1,120}\([^)]{1,40}\),? LIT-\d+")
 ARXIV_RE = re.compile(r"^ — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v\d+)?(?:\.|\s|$)")
 URL_RE = re.compile(r"^ — (?P<url>https?://\S+?)\.?(?:\s|$)")
 SUPERSEDES_RE = re.compile(
@@ -225,9 +226,14 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
         for lit in cites:
             papers.setdefault(lit, {"id": lit})
         citation = CITATION_RE.match(row.summary or "")
+        if citation is None and LOOKS_CITED_RE.match(row.summary or ""):
+            page.warnings.append(
+                f"{source}:{row.line}: row {row.id}: could not read authors and year from "
+                f"{(row.summary or '')[:60]!r}; its papers were imported without them"
+            )
         if citation:
             lits = _ids_in_order(citation["lits"], LIT_RE)
-            years = [int(y) for y in citation["years"].split(", ")]
+            years = [int(y[:4]) for y in citation["years"].split(", ")]
             rest = citation["rest"]
             facts_each: dict[str, Any] = {"authors": citation["authors"].strip()}
             for index, lit in enumerate(lits):
