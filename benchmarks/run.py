@@ -348,8 +348,18 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
 
     queries: list[tuple[str, str, bool]] = [("reference", REFERENCE_QUERY, False)]
     query_dir = REPO / "queries"
+    examples: dict[str, list[str]] = {}
     if "query" in commands and query_dir.is_dir():  # HOOK: canned queries
-        queries += [(path.stem, path.read_text(), True) for path in sorted(query_dir.glob("*.rq"))]
+        from sotakg.queries import bind_parameters, read_canned
+        from sotakg.remote import with_values
+
+        for path in sorted(query_dir.glob("*.rq")):
+            canned_query = read_canned(path)
+            raw = {p.name: p.example for p in canned_query.params}
+            examples[path.stem] = [arg for p in canned_query.params for arg in ("-p", p.usage())]
+            # the baseline runs the same question: the example values bound as a VALUES block
+            bound = with_values(canned_query.text, bind_parameters(canned_query, raw)) if raw else canned_query.text
+            queries.append((path.stem, bound, True))
     for name, text, canned in queries:
         query_file = scratch / f"query-{name}.rq"
         query_file.write_text(with_prefixes(text))
@@ -368,7 +378,7 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
             scratch,
         )
         if canned:
-            m(f"sotakg query {name} (cold)", sotakg(data, store, "query", name), scratch)
+            m(f"sotakg query {name} (cold)", sotakg(data, store, "query", name, *examples[name]), scratch)
         else:
             m(
                 f"python query {name} (cold)",
