@@ -74,3 +74,34 @@ def _restore_interrupt_handlers():
     yield
     for sig, handler in saved.items():
         signal.signal(sig, handler)
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def assert_golden(name: str, text: str) -> None:
+    """Compare with tests/golden/NAME; SOTAKG_UPDATE_GOLDEN=1 rewrites the file instead."""
+    import os
+
+    path = GOLDEN / name
+    if os.environ.get("SOTAKG_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode("utf-8"))
+    assert text == path.read_bytes().decode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def backend(built_store: tuple[Path, Path]):
+    """A local backend on the shipped data's store."""
+    from sotakg.sparql import LocalBackend
+
+    data, store = built_store
+    return LocalBackend(store, data_dir=data)
+
+
+def invoke(runner: CliRunner, built_store: tuple[Path, Path], *args: str, **kwargs):
+    """Run the CLI on the shipped data's store."""
+    from sotakg.cli import cli
+
+    data, store = built_store
+    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args], **kwargs)

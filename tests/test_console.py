@@ -39,12 +39,6 @@ SLOW = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?
 
 
 @pytest.fixture(scope="module")
-def backend(built_store: tuple[Path, Path]) -> LocalBackend:
-    data, store = built_store
-    return LocalBackend(store, data_dir=data)
-
-
-@pytest.fixture(scope="module")
 def vocabulary(backend: LocalBackend) -> Vocabulary:
     return load_vocabulary(backend)
 

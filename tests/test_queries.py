@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,9 @@ from sotakg.records import load_anthology
 from sotakg.results import SelectResult
 from sotakg.sparql import LocalBackend
 
+from .conftest import assert_golden, invoke
+
 REPO = Path(__file__).resolve().parent.parent
-GOLDEN = Path(__file__).resolve().parent / "golden"
 INJECTION = 'LIT-051" } ; DROP ALL ; #'
 
 FIXED_NAMES = {
@@ -46,21 +46,6 @@ FIXED_NAMES = {
 }
 
 
-def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/golden/NAME; SOTAKG_UPDATE_GOLDEN=1 rewrites the file instead."""
-    path = GOLDEN / name
-    if os.environ.get("SOTAKG_UPDATE_GOLDEN"):
-        path.parent.mkdir(exist_ok=True)
-        path.write_bytes(text.encode("utf-8"))
-    assert text == path.read_bytes().decode("utf-8")
-
-
-@pytest.fixture(scope="module")
-def backend(built_store: tuple[Path, Path]) -> LocalBackend:
-    data, store = built_store
-    return LocalBackend(store, data_dir=data)
-
-
 def rows(backend: LocalBackend, name: str, **params: str) -> list[tuple[str, ...]]:
     result = run_canned(backend, name, params)
     assert isinstance(result, SelectResult)
@@ -71,11 +56,6 @@ def column(backend: LocalBackend, name: str, variable: str, **params: str) -> li
     result = run_canned(backend, name, params)
     assert isinstance(result, SelectResult)
     return [row[result.variables.index(variable)] for row in result.texts()]
-
-
-def invoke(runner, built_store, *args: str, **kwargs):
-    data, store = built_store
-    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args], **kwargs)
 
 
 # ------------------------------------------------------------------------------------------ the set

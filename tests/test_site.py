@@ -26,7 +26,7 @@ from sotakg.sparql import LocalBackend
 from sotakg.views import run_view
 from sotakg.why import Facts
 
-from .conftest import FIXTURES, SEED_PAGE, SHIPPED_DATA
+from .conftest import FIXTURES, SEED_PAGE, SHIPPED_DATA, invoke
 
 ID_RE = re.compile(r"\b(?:SOTA|LIT|ADR)-\d+\b")
 SHIPPED = load_anthology(SHIPPED_DATA)
@@ -44,11 +44,6 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-
-
-def invoke(runner, built_store, *args: str):
-    data, store = built_store
-    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args])
 
 
 # ------------------------------------------------------------------------------------------ export index --all

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from sotakg import sparql
-from sotakg.cli import cli
 from sotakg.errors import QueryFailed, QueryRefused, QuerySyntaxError, QueryTimeout
 from sotakg.results import AskResult, GraphResult, SelectResult
 from sotakg.sparql import (
@@ -27,19 +26,10 @@ from sotakg.sparql import (
     values_clause,
 )
 
+from .conftest import invoke
+
 REPO = Path(__file__).resolve().parent.parent
 SLOW = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l }"
-
-
-@pytest.fixture(scope="module")
-def backend(built_store: tuple[Path, Path]) -> LocalBackend:
-    data, store = built_store
-    return LocalBackend(store, data_dir=data)
-
-
-def invoke(runner, built_store, *args: str, **kwargs):
-    data, store = built_store
-    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args], **kwargs)
 
 
 def nested(depth: int) -> str:

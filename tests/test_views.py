@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import shutil
@@ -13,7 +12,6 @@ import pytest
 from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse
 
 from sotakg import vocab as v
-from sotakg.cli import cli
 from sotakg.diagrams import (
     Diagram,
     diagram_from_triples,
@@ -26,12 +24,10 @@ from sotakg.diagrams import (
 from sotakg.errors import GraphvizMissing, ParameterProblem, QueryHeaderError, UnknownView
 from sotakg.queries import load_canned, queries_dir
 from sotakg.results import GraphResult
-from sotakg.sparql import LocalBackend
 from sotakg.views import find_view, load_views, resolve_view_format, run_view, views_dir
 
-from .conftest import REPO
+from .conftest import GOLDEN, REPO, assert_golden, invoke
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
 MERMAID_CHECKER = Path(__file__).resolve().parent / "mermaid"
 
 #: Every shipped view, with the parameters it is exported with in the golden files.
@@ -41,26 +37,6 @@ VIEWS = {
     "supersessions": [],
     "topic": ["-p", "topic=distributed-optimization"],
 }
-
-
-def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/golden/NAME; SOTAKG_UPDATE_GOLDEN=1 rewrites the file instead."""
-    path = GOLDEN / name
-    if os.environ.get("SOTAKG_UPDATE_GOLDEN"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(text.encode("utf-8"))
-    assert text == path.read_bytes().decode("utf-8")
-
-
-@pytest.fixture(scope="module")
-def backend(built_store: tuple[Path, Path]) -> LocalBackend:
-    data, store = built_store
-    return LocalBackend(store, data_dir=data)
-
-
-def invoke(runner, built_store, *args: str):
-    data, store = built_store
-    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args])
 
 
 def iri(record: str) -> NamedNode:

@@ -2,37 +2,12 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from sotakg.cli import cli
 from sotakg.errors import RecordNotFound, UsageProblem
-from sotakg.sparql import LocalBackend
 from sotakg.why import render_provenance, why
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
-
-
-def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/golden/NAME; SOTAKG_UPDATE_GOLDEN=1 rewrites the file instead."""
-    path = GOLDEN / name
-    if os.environ.get("SOTAKG_UPDATE_GOLDEN"):
-        path.parent.mkdir(exist_ok=True)
-        path.write_bytes(text.encode("utf-8"))
-    assert text == path.read_bytes().decode("utf-8")
-
-
-@pytest.fixture(scope="module")
-def backend(built_store: tuple[Path, Path]) -> LocalBackend:
-    data, store = built_store
-    return LocalBackend(store, data_dir=data)
-
-
-def invoke(runner, built_store, *args: str, **kwargs):
-    data, store = built_store
-    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args], **kwargs)
+from .conftest import assert_golden, invoke
 
 
 @pytest.mark.parametrize("record", ["SOTA-049", "SOTA-017", "SOTA-076", "SOTA-214", "LIT-051", "ADR-020", "ADR-026"])
