@@ -445,3 +445,14 @@ def test_the_readme_shows_the_supersessions_diagram():
 
 def test_graph_result_renders_empty(backend):
     assert to_mermaid(diagram_from_triples(GraphResult(()).triples)) == "flowchart LR\n"
+
+
+def test_views_shows_one_view_in_full(runner):
+    result = runner.invoke(cli, ["views", "topic"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("topic: One topic's subgraph")
+    assert "Usage: sotakg export view topic -p topic=distributed-optimization\n" in result.stdout
+    assert "CONSTRUCT" in result.stdout
+    unknown = runner.invoke(cli, ["views", "topik"])
+    assert unknown.exit_code == 2
+    assert "no view called 'topik'; did you mean topic?" in unknown.output

@@ -559,8 +559,9 @@ def console_command(ctx: click.Context, format_name: str, timeout: float, max_ro
 
 
 @cli.command(name="views")
-def views_command() -> None:
-    """List the graph views: CONSTRUCT queries that `sotakg export view` draws.
+@click.argument("name", required=False)
+def views_command(name: str | None) -> None:
+    """List the graph views that `sotakg export view` draws, or show one in full.
 
     Each view is a file queries/views/NAME.rq with the same header as a canned
     query; the list gives its name, parameters and summary.
@@ -568,10 +569,11 @@ def views_command() -> None:
     Example:
 
         sotakg views
+        sotakg views topic
     """
-    from .views import views_listing
+    from .views import view_details, views_listing
 
-    click.echo(views_listing(), nl=False)
+    click.echo(views_listing() if name is None else view_details(name), nl=False)
 
 
 @export_group.command(name="view")

@@ -391,12 +391,13 @@ def queries_listing(queries: Iterable[CannedQuery] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def query_details(query: CannedQuery) -> str:
-    """One canned query in full: summary, description, parameters with their forms, and its SPARQL."""
+def query_details(query: CannedQuery, command: str = "sotakg query") -> str:
+    """One canned query (or view) in full: summary, description, parameters with their forms, and its
+    SPARQL; ``command`` is what runs it."""
     lines = [f"{query.name}: {query.summary}"]
     if query.description:
         lines += ["", query.description]
-    lines += ["", f"Usage: sotakg query {query.name} {query.signature()}".rstrip()]
+    lines += ["", f"Usage: {command} {query.name} {query.signature()}".rstrip()]
     for p in query.params:
         about = f" - {p.description}" if p.description else ""
         lines.append(f"  {p.name} ({p.type}): must {p.expected_form()}{about}")

@@ -152,3 +152,10 @@ def views_listing(views: Iterable[CannedQuery] | None = None) -> str:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(2)]
     lines = [f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}" for r in [header, *rows]]
     return "\n".join(lines) + "\n"
+
+
+def view_details(name: str) -> str:
+    """One view in full: summary, description, parameters and its CONSTRUCT query."""
+    from .queries import query_details
+
+    return query_details(find_view(name), command="sotakg export view")
