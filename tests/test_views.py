@@ -12,6 +12,7 @@ import pytest
 from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse
 
 from sotakg import vocab as v
+from sotakg.cli import cli
 from sotakg.diagrams import (
     Diagram,
     diagram_from_triples,
