@@ -439,34 +439,20 @@ class SiteBuilder:
             for view in views:
                 body.append(f"<li>{link(view_page(view.name), view.name)} — {esc(view.summary)}</li>")
             body.append("</ul>")
-        adrs = anthology.ids("ADR")
-        if adrs:
-            body += [
-                "<h2>Decision records</h2>",
-                "<table>\n<thead><tr><th>#</th><th>Status</th><th>Summary</th></tr></thead>\n<tbody>",
-            ]
-            for record_id in adrs:
-                story = self.stories[record_id]
-                text = story.title or story.summary or ""
-                body.append(
-                    f'<tr><td class="id">{link(record_page(record_id), record_id)}</td>'
-                    f"<td>{status_badge(story.status)}</td><td>{linked(text, anthology)}</td></tr>"
-                )
-            body.append("</tbody>\n</table>")
-        papers = anthology.ids("paper")
-        if papers:
-            body += [
-                "<h2>Papers</h2>",
-                "<table>\n<thead><tr><th>#</th><th>Authors</th><th>Year</th><th>Cited by</th></tr></thead>\n<tbody>",
-            ]
-            for record_id in papers:
-                story = self.stories[record_id]
-                authors = story.title or story.authors or ""
-                body.append(
-                    f'<tr><td class="id">{link(record_page(record_id), record_id)}</td><td>{esc(authors)}</td>'
-                    f'<td>{esc(story.year or "")}</td><td class="num">{len(story.cited_by)}</td></tr>'
-                )
-            body.append("</tbody>\n</table>")
+        adr_rows = [
+            f'<tr><td class="id">{link(record_page(record_id), record_id)}</td>'
+            f"<td>{status_badge(story.status)}</td>"
+            f"<td>{linked(story.title or story.summary or '', anthology)}</td></tr>"
+            for record_id, story in ((i, self.stories[i]) for i in anthology.ids("ADR"))
+        ]
+        body += _table("Decision records", ["#", "Status", "Summary"], adr_rows)
+        paper_rows = [
+            f'<tr><td class="id">{link(record_page(record_id), record_id)}</td>'
+            f"<td>{esc(story.title or story.authors or '')}</td>"
+            f'<td>{esc(story.year or "")}</td><td class="num">{len(story.cited_by)}</td></tr>'
+            for record_id, story in ((i, self.stories[i]) for i in anthology.ids("paper"))
+        ]
+        body += _table("Papers", ["#", "Authors", "Year", "Cited by"], paper_rows)
         return page_html(self.scheme_title, "\n".join(body))
 
     def _page_of_id(self, record_id: str) -> str | None:
@@ -676,3 +662,16 @@ def _manifest(folder: Path) -> set[str]:
     except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
         return set()
     return {line for line in lines if _PAGE_NAME.fullmatch(line)}
+
+
+def _table(heading: str, headers: list[str], rows: list[str]) -> list[str]:
+    """An index-page section: a heading and a table of ``rows`` (already HTML), or nothing without rows."""
+    if not rows:
+        return []
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    return [
+        f"<h2>{esc(heading)}</h2>",
+        f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>",
+        *rows,
+        "</tbody>\n</table>",
+    ]
