@@ -111,14 +111,19 @@ def load_canned(directory: Path | None = None) -> list[CannedQuery]:
 
 def find_canned(name: str, directory: Path | None = None) -> CannedQuery:
     """The canned query called ``name``; UnknownQuery (with a close match, if any) otherwise."""
-    queries = load_canned(directory)
+    return pick_named(load_canned(directory), name, UnknownQuery, "canned query", "sotakg queries")
+
+
+def pick_named(queries: list[CannedQuery], name: str, error: type[Exception], noun: str, listing: str) -> CannedQuery:
+    """The query called ``name`` among ``queries``; otherwise ``error`` naming a close match, if any,
+    and the command that lists them."""
     for query in queries:
         if query.name == name:
             return query
     names = [q.name for q in queries]
     close = difflib.get_close_matches(name, names, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
-    raise UnknownQuery(f"no canned query called {name!r}; {hint}'sotakg queries' lists them: {', '.join(names)}")
+    raise error(f"no {noun} called {name!r}; {hint}'{listing}' lists them: {', '.join(names)}")
 
 
 def read_canned(path: Path) -> CannedQuery:

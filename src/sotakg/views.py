@@ -9,14 +9,13 @@ DOT, or SVG drawn by Graphviz.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ParameterProblem, QueryFailed, QueryHeaderError, UnknownView, UsageProblem
 from .formats import RDF_FORMATS
-from .queries import CannedQuery, bind_parameters, parameters_text, read_canned
+from .queries import CannedQuery, bind_parameters, parameters_text, pick_named, read_canned
 from .results import GraphResult, format_graph
 from .sparql import DEFAULT_TIMEOUT, Backend, query_form, run_query
 
@@ -44,7 +43,7 @@ def read_view(path: Path) -> CannedQuery:
     """Read one view file: a canned-query header over a CONSTRUCT query (QueryHeaderError if not)."""
     view = read_canned(path)
     if query_form(view.text) != "CONSTRUCT":
-        from .records import display_path
+        from .sources import display_path
 
         raise QueryHeaderError(f"{display_path(path)}: a view must be a CONSTRUCT query")
     return view
@@ -58,14 +57,7 @@ def load_views(directory: Path | None = None) -> list[CannedQuery]:
 
 def find_view(name: str, directory: Path | None = None) -> CannedQuery:
     """The view called ``name``; UnknownView (with a close match, if any) otherwise."""
-    views = load_views(directory)
-    for view in views:
-        if view.name == name:
-            return view
-    names = [view.name for view in views]
-    close = difflib.get_close_matches(name, names, n=1)
-    hint = f"did you mean {close[0]}? " if close else ""
-    raise UnknownView(f"no view called {name!r}; {hint}'sotakg views' lists them: {', '.join(names)}")
+    return pick_named(load_views(directory), name, UnknownView, "view", "sotakg views")
 
 
 def run_view(
