@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from sotakg.records import Record, dump_record, record_path  # noqa: E402
+from sotakg.records.schema import Record, dump_record, record_path  # noqa: E402
 
 PRACTICES_AT_SCALE_1 = 449
 PAPERS_AT_SCALE_1 = 750
@@ -99,18 +99,12 @@ def anthology_records(scale: float, seed: int = 1) -> list[Record]:
         fields = {"id": practice_id, "version": version, "title": _title(rng)}
         if rng.random() < 0.97:
             paper = rng.choice(cites)
-            fields["summary"] = (
-                f"{rng.choice(_SURNAMES)} et al. ({rng.randint(2010, 2024)}), {paper}: evidence."
-            )
+            fields["summary"] = f"{rng.choice(_SURNAMES)} et al. ({rng.randint(2010, 2024)}), {paper}: evidence."
         fields["status"] = status
         if status == "Rejected":
-            named = sorted(
-                {rng.choice(practice_ids), rng.choice(cites + [rng.choice(adr_ids)])} - {practice_id}
-            )
+            named = sorted({rng.choice(practice_ids), rng.choice(cites + [rng.choice(adr_ids)])} - {practice_id})
             named = named or [cites[0]]
-            fields["reason"] = (
-                f"superseded by what {' and '.join(named)} state with an owner and a measurement"
-            )
+            fields["reason"] = f"superseded by what {' and '.join(named)} state with an owner and a measurement"
             fields["reason_names"] = named
         fields["cites"] = cites
         fields["topic"] = topic

@@ -106,9 +106,7 @@ class Runner:
         self.timeout = timeout
         self.quiet = quiet
         self.env = dict(os.environ)
-        self.env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])
-        )
+        self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
         self.results: dict[str, Measurement] = {}
 
     def measure(
@@ -221,9 +219,9 @@ def prepare_data(scale: float, seed: int) -> Path:
 _VALIDATE_SPARQL = """
 import sys, time
 from pathlib import Path
-from sotakg.store import open_store
-from sotakg.shacl_compiler import compile_shapes, ShapesGraph
-store = open_store(Path(sys.argv[1]), Path(sys.argv[2]))
+from sotakg.graph.open import open_graph
+from sotakg.rules.shacl_compiler import compile_shapes, ShapesGraph
+store = open_graph(Path(sys.argv[1]), Path(sys.argv[2]))
 compiled = compile_shapes(ShapesGraph.parse(Path(sys.argv[3])))
 report = compiled.validate(store)
 print(len(report.results))
@@ -233,16 +231,16 @@ assert "rdflib" not in sys.modules and "pyshacl" not in sys.modules, "rdflib or 
 _QUERY_COLD = """
 import sys
 from pathlib import Path
-from sotakg.store import open_store
-store = open_store(Path(sys.argv[1]), Path(sys.argv[2]))
+from sotakg.graph.open import open_graph
+store = open_graph(Path(sys.argv[1]), Path(sys.argv[2]))
 print(len(list(store.query(Path(sys.argv[3]).read_text()))))
 """
 
 _QUERY_WARM = """
 import json, sys, time
 from pathlib import Path
-from sotakg.store import open_store
-store = open_store(Path(sys.argv[1]), Path(sys.argv[2]))
+from sotakg.graph.open import open_graph
+store = open_graph(Path(sys.argv[1]), Path(sys.argv[2]))
 text = Path(sys.argv[3]).read_text()
 list(store.query(text))
 times = []
@@ -256,7 +254,7 @@ print(json.dumps(times))
 
 def with_prefixes(query: str) -> str:
     sys.path.insert(0, str(REPO / "src"))
-    from sotakg.vocab import PREFIXES
+    from sotakg.graph.vocab import PREFIXES
 
     declared = {m.group(1) for m in re.finditer(r"PREFIX\s+([A-Za-z0-9_-]*):", query, re.IGNORECASE)}
     header = "".join(f"PREFIX {p}: <{ns}>\n" for p, ns in PREFIXES.items() if p not in declared)
@@ -283,9 +281,7 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
     m("sotakg build --force", sotakg(data, store, "build", "--force"), scratch)
     m("sotakg build (no change)", sotakg(data, store, "build"), scratch)
     m("sotakg export rdf (Turtle)", sotakg(data, store, "export", "rdf", "-o", str(ttl)), scratch)
-    subprocess.run(
-        sotakg(data, store, "export", "rdf", "-o", str(nt)), check=True, env=runner.env, cwd=scratch
-    )
+    subprocess.run(sotakg(data, store, "export", "rdf", "-o", str(nt)), check=True, env=runner.env, cwd=scratch)
     triples = sum(1 for _ in nt.open("rb"))
 
     m(
@@ -350,8 +346,8 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
     query_dir = REPO / "queries"
     examples: dict[str, list[str]] = {}
     if "query" in commands and query_dir.is_dir():  # HOOK: canned queries
-        from sotakg.queries import bind_parameters, read_canned
-        from sotakg.remote import with_values
+        from sotakg.query.canned import bind_parameters, read_canned
+        from sotakg.query.remote import with_values
 
         for path in sorted(query_dir.glob("*.rq")):
             canned_query = read_canned(path)
@@ -384,7 +380,7 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
                 f"python query {name} (cold)",
                 [sys.executable, "-c", _QUERY_COLD, str(data), str(store), str(query_file)],
                 scratch,
-                note="floor of a `sotakg query`: a new process, sotakg.store.open_store, the query",
+                note="floor of a `sotakg query`: a new process, sotakg.graph.open.open_graph, the query",
             )
         warm = subprocess.run(
             [sys.executable, "-c", _QUERY_WARM, str(data), str(store), str(query_file), "20"],
@@ -415,8 +411,8 @@ def compare_findings(data: Path, store_path: Path, shapes: Path, report: Path) -
     sys.path.insert(0, str(REPO / "src"))
     from pyoxigraph import BlankNode, NamedNode, RdfFormat, Store
 
-    from sotakg.shacl_compiler import ShapesGraph, compile_shapes
-    from sotakg.store import open_store
+    from sotakg.graph.open import open_graph
+    from sotakg.rules.shacl_compiler import ShapesGraph, compile_shapes
 
     sh = "http://www.w3.org/ns/shacl#"
 
@@ -432,7 +428,7 @@ def compare_findings(data: Path, store_path: Path, shapes: Path, report: Path) -
             r.severity,
             None if r.source_shape.startswith("_:") else r.source_shape,
         )
-        for r in compile_shapes(ShapesGraph.parse(shapes)).validate(open_store(data, store_path)).results
+        for r in compile_shapes(ShapesGraph.parse(shapes)).validate(open_graph(data, store_path)).results
     }
     graph = Store()
     graph.load(path=str(report), format=RdfFormat.N_TRIPLES)
@@ -459,8 +455,7 @@ def compare_findings(data: Path, store_path: Path, shapes: Path, report: Path) -
     if ours == theirs:
         return f"identical ({len(ours)} results from each engine)"
     return (
-        f"DIFFERENT: {len(ours - theirs)} results only from the SPARQL engine, "
-        f"{len(theirs - ours)} only from pySHACL"
+        f"DIFFERENT: {len(ours - theirs)} results only from the SPARQL engine, {len(theirs - ours)} only from pySHACL"
     )
 
 
@@ -528,8 +523,7 @@ def target_checks(scale: float, results: dict[str, Measurement]) -> list[str]:
     no_change = median("sotakg build (no change)")
     if no_change is not None:
         checks.append(
-            f"- rebuild with no data change ≤ 0.3 s: {no_change:.3f} s — "
-            f"{'met' if no_change <= 0.3 else 'NOT met'}."
+            f"- rebuild with no data change ≤ 0.3 s: {no_change:.3f} s — {'met' if no_change <= 0.3 else 'NOT met'}."
         )
     if scale == 1 and validate_name:
         ratio = _ratio(results, validate_name, "oxigraph load (N-Triples)")
@@ -553,8 +547,7 @@ def target_checks(scale: float, results: dict[str, Measurement]) -> list[str]:
         ratio = _ratio(results, "sotakg build --force", "oxigraph load (N-Triples)")
         if ratio is not None:
             checks.append(
-                f"- build at scale 100 ≤ 2× `oxigraph load`: {ratio:.2f}× — "
-                f"{'met' if ratio <= 2 else 'NOT met'}."
+                f"- build at scale 100 ≤ 2× `oxigraph load`: {ratio:.2f}× — {'met' if ratio <= 2 else 'NOT met'}."
             )
     if validate_name and "pyshacl (baseline)" in results:
         ratio = _ratio(results, "pyshacl (baseline)", validate_name)
@@ -568,9 +561,7 @@ def target_checks(scale: float, results: dict[str, Measurement]) -> list[str]:
     return checks
 
 
-def write_results(
-    scale: float, info: dict[str, object], results: dict[str, Measurement], seconds: float
-) -> str:
+def write_results(scale: float, info: dict[str, object], results: dict[str, Measurement], seconds: float) -> str:
     import pyoxigraph
 
     header = (
@@ -603,9 +594,7 @@ def write_results(
     return body
 
 
-def main(
-    scale: float, seed: int, runs: int, budget: float, timeout: float, pyshacl: bool, write: bool
-) -> None:
+def main(scale: float, seed: int, runs: int, budget: float, timeout: float, pyshacl: bool, write: bool) -> None:
     started = time.perf_counter()
     WORK.mkdir(parents=True, exist_ok=True)
     runner = Runner(runs, budget, timeout)

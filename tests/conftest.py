@@ -37,7 +37,7 @@ def workdir(tmp_path: Path, data_copy: Path, monkeypatch: pytest.MonkeyPatch) ->
 @pytest.fixture(scope="session")
 def built_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(data folder, store path) of the shipped data, built once per test session. Read-only use."""
-    from sotakg.build import build
+    from sotakg.graph.build import build
 
     root = tmp_path_factory.mktemp("shipped")
     data = root / "data"
@@ -50,7 +50,7 @@ def built_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture
 def shipped_store(built_store: tuple[Path, Path]):
     """The shipped data's store, opened read-only."""
-    from sotakg.store import StoreLayout, open_read_only
+    from sotakg.graph.store import StoreLayout, open_read_only
 
     return open_read_only(StoreLayout(built_store[1]))
 
@@ -93,7 +93,7 @@ def assert_golden(name: str, text: str) -> None:
 @pytest.fixture(scope="module")
 def backend(built_store: tuple[Path, Path]):
     """A local backend on the shipped data's store."""
-    from sotakg.sparql import LocalBackend
+    from sotakg.query.sparql import LocalBackend
 
     data, store = built_store
     return LocalBackend(store, data_dir=data)

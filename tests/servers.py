@@ -53,7 +53,7 @@ def stop(process: subprocess.Popen) -> None:
 @contextmanager
 def oxigraph(location: Path, *extra: str, read_only: bool = False) -> Iterator[str]:
     """A real Oxigraph server (read-write unless ``read_only``) on a free loopback port: its base URL."""
-    from sotakg.serve import child_setup, find_oxigraph
+    from sotakg.server.serve import child_setup, find_oxigraph
 
     port = free_port()
     mode = "serve-read-only" if read_only else "serve"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from sotakg import build as build_module
-from sotakg.build import build
 from sotakg.cli import cli
 from sotakg.errors import StoreBusy
-from sotakg.store import StoreLayout, build_lock, open_read_only
+from sotakg.graph import build as build_module
+from sotakg.graph.build import build
+from sotakg.graph.store import StoreLayout, build_lock, open_read_only
 
 
 def store_files(root: Path) -> list[str]:

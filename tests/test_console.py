@@ -29,7 +29,7 @@ from sotakg.console import (
     statement_end,
     suggestions,
 )
-from sotakg.sparql import LocalBackend
+from sotakg.query.sparql import LocalBackend
 
 from .conftest import REPO, SHIPPED_DATA, subprocess_env
 

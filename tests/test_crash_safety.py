@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sotakg.store import StoreLayout, open_read_only
+from sotakg.graph.store import StoreLayout, open_read_only
 
 from .conftest import subprocess_env
 
@@ -24,7 +24,7 @@ PRACTICE = "<https://w3id.org/sotakg/ontology#Practice>"
 def practices_in(store_path: Path) -> int:
     # A fresh process, so this test's own reader locks do not keep generations alive.
     code = (
-        "import sys; from pathlib import Path; from sotakg.store import StoreLayout, open_read_only;"
+        "import sys; from pathlib import Path; from sotakg.graph.store import StoreLayout, open_read_only;"
         "s = open_read_only(StoreLayout(Path(sys.argv[1])));"
         f"print(next(iter(s.query('SELECT (COUNT(?p) AS ?n) WHERE {{ ?p a {PRACTICE} }}')))['n'].value)"
     )

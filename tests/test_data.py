@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from sotakg.records import load_anthology
+from sotakg.records.schema import load_anthology
 
 from .conftest import SEED_PAGE, SHIPPED_DATA
 

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyoxigraph import RdfFormat, Store
 
-from sotakg.rdf import anthology_triples, as_quads
-from sotakg.records import Anthology, Record, load_anthology
+from sotakg.graph.rdf import anthology_triples, as_quads
+from sotakg.records.schema import Anthology, Record, load_anthology
 from sotakg.resources import ontology_path
-from sotakg.validate import validate_store
+from sotakg.rules.validate import validate_store
 
 from .conftest import SHIPPED_DATA, subprocess_env
 from .test_validate import CASES, Case, apply, quads

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from sotakg.fastyaml import parse_canonical
-from sotakg.records import Record, SourceRefusal, dump_record, parse_yaml_mapping
+from sotakg.records.fastyaml import parse_canonical
+from sotakg.records.schema import Record, SourceRefusal, dump_record, parse_yaml_mapping
 
 from .conftest import SHIPPED_DATA
 from .test_fuzz import mutated

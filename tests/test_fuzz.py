@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from sotakg.cli import cli
 from sotakg.errors import DataError, ImportProblem
-from sotakg.indexpage import parse_page
-from sotakg.records import KINDS, read_record
+from sotakg.records.indexpage import parse_page
+from sotakg.records.schema import KINDS, read_record
 
 from .conftest import SEED_PAGE, SHIPPED_DATA
 
@@ -166,7 +166,7 @@ SPARQL_PIECES = [
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_sparql_text_gives_results_or_a_clean_error(built_store, content: bytes):
     from sotakg.errors import SotakgError
-    from sotakg.sparql import LocalBackend, run_query
+    from sotakg.query.sparql import LocalBackend, run_query
 
     text = content.decode("utf-8", errors="replace")
     try:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyoxigraph
 
-from sotakg import vocab as v
-from sotakg.rdf import record_triples
-from sotakg.records import load_anthology
+from sotakg.graph import vocab as v
+from sotakg.graph.rdf import record_triples
+from sotakg.records.schema import load_anthology
 from sotakg.resources import ontology_path
 
 from .conftest import SHIPPED_DATA

@@ -15,7 +15,7 @@ import pytest
 
 from sotakg.cli import cli
 from sotakg.errors import UsageProblem
-from sotakg.publish import graph_store_url, parse_size
+from sotakg.server.publish import graph_store_url, parse_size
 
 from .servers import Stub, closed_port, oxigraph, silent_port, stub_server
 
@@ -207,7 +207,7 @@ def test_a_graph_over_the_cap_is_not_sent(runner, built_store):
 
 
 def test_cleartext_credentials_to_another_machine_are_warned_about(runner, built_store, monkeypatch):
-    from sotakg.remote import cleartext_warning
+    from sotakg.query.remote import cleartext_warning
 
     env = {"SOTAKG_TOKEN": "t"}
     assert cleartext_warning("http://sparql.example.org/store", env) == (

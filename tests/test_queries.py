@@ -9,7 +9,7 @@ import pytest
 
 from sotakg.cli import cli
 from sotakg.errors import ParameterProblem, QueryHeaderError, UnknownQuery
-from sotakg.queries import (
+from sotakg.query.canned import (
     README_END,
     README_START,
     bind_parameters,
@@ -21,9 +21,9 @@ from sotakg.queries import (
     read_canned,
     run_canned,
 )
-from sotakg.records import load_anthology
-from sotakg.results import SelectResult
-from sotakg.sparql import LocalBackend
+from sotakg.query.results import SelectResult
+from sotakg.query.sparql import LocalBackend
+from sotakg.records.schema import load_anthology
 
 from .conftest import assert_golden, invoke
 
@@ -400,7 +400,7 @@ def test_injection_is_only_a_string_that_matches_nothing(runner, built_store, ba
     assert refused.exit_code == 2
     assert "parameter paper must look like LIT-051" in refused.stderr
     # the graph is untouched: still every triple, and the paper still has its seven practices
-    from sotakg.sparql import run_query
+    from sotakg.query.sparql import run_query
 
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert isinstance(count, SelectResult)
@@ -614,7 +614,7 @@ def test_projection_check_understands_select_star_and_expressions(tmp_path):
 def test_a_malformed_shipped_query_fails_the_listing_loudly(runner, tmp_path, monkeypatch):
     write_query(tmp_path, "fine", "#+ summary: fine\nSELECT * WHERE { ?s ?p ?o }\n")
     write_query(tmp_path, "broken", "#+ summary: fine\n#+ sumary: typo\nSELECT * WHERE { ?s ?p ?o }\n")
-    monkeypatch.setattr("sotakg.queries.queries_dir", lambda: tmp_path)
+    monkeypatch.setattr("sotakg.query.canned.queries_dir", lambda: tmp_path)
     result = runner.invoke(cli, ["queries"])
     assert result.exit_code == 1
     assert "broken.rq:1: unknown header key sumary" in result.stderr

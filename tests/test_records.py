@@ -6,7 +6,7 @@ import pytest
 
 from sotakg.cli import cli
 from sotakg.errors import DataError
-from sotakg.records import check_record, load_anthology, read_record
+from sotakg.records.schema import check_record, load_anthology, read_record
 
 GOOD = "id: SOTA-900\nversion: 1\ntitle: A practice\nstatus: Active\ntopic: distributed-optimization\n"
 

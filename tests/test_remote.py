@@ -13,14 +13,14 @@ from pyoxigraph import Literal, NamedNode, Variable
 
 from sotakg.cli import cli
 from sotakg.errors import QueryFailed, QuerySyntaxError, QueryTimeout, UsageProblem
-from sotakg.publish import publish
-from sotakg.queries import load_canned
-from sotakg.remote import RemoteBackend, fetch_graph, prologue, with_values
-from sotakg.results import GraphResult, SelectResult
-from sotakg.serve import OxigraphServer, free_port
-from sotakg.sparql import run_query
-from sotakg.store import DATABASE, StoreLayout
-from sotakg.vocab import PREFIXES
+from sotakg.graph.store import DATABASE, StoreLayout
+from sotakg.graph.vocab import PREFIXES
+from sotakg.query.canned import load_canned
+from sotakg.query.remote import RemoteBackend, fetch_graph, prologue, with_values
+from sotakg.query.results import GraphResult, SelectResult
+from sotakg.query.sparql import run_query
+from sotakg.server.publish import publish
+from sotakg.server.serve import OxigraphServer, free_port
 
 from .servers import Stub, closed_port, oxigraph, silent_port, stub_server
 
@@ -193,7 +193,7 @@ def test_the_same_refusals_apply_before_anything_is_sent(runner, built_store, qu
 
 
 def test_a_syntax_error_points_at_the_users_line(built_store):
-    from sotakg.sparql import LocalBackend
+    from sotakg.query.sparql import LocalBackend
 
     text = "SELECT ?x WHERE {\n  ?x ?y\n}"
     with pytest.raises(QuerySyntaxError) as local:

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyoxigraph import Store
 
-from sotakg.rdf import anthology_triples, as_quads, record_triples, records_from_triples
-from sotakg.records import Anthology, Record, atomic_write_text, dump_record, load_anthology, record_path
+from sotakg.graph.rdf import anthology_triples, as_quads, record_triples, records_from_triples
+from sotakg.records.schema import Anthology, Record, atomic_write_text, dump_record, load_anthology, record_path
 
 identifier = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,12}\Z")
 text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=40).filter(

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from sotakg.cli import cli
-from sotakg.results import parse_graph, parse_sparql_results
+from sotakg.query.results import parse_graph, parse_sparql_results
 
 from .conftest import SEED_PAGE
 

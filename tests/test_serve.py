@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from sotakg import guard, serve
 from sotakg.cli import cli
 from sotakg.errors import ServeError
-from sotakg.queries import load_canned, run_canned
-from sotakg.remote import RemoteBackend
-from sotakg.sparql import LocalBackend
-from sotakg.store import StoreLayout
+from sotakg.graph.store import StoreLayout
+from sotakg.query.canned import load_canned, run_canned
+from sotakg.query.remote import RemoteBackend
+from sotakg.query.sparql import LocalBackend
+from sotakg.server import guard, serve
 
 from .conftest import SHIPPED_DATA, subprocess_env
 from .servers import Stub, free_port, stop, stub_server, wait_until_answers

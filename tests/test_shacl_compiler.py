@@ -6,7 +6,7 @@ import pytest
 from pyoxigraph import Literal, NamedNode, RdfFormat, Store
 
 from sotakg.errors import ShapesError, UnsupportedShape
-from sotakg.shacl_compiler import compile_shapes, rewrite_select, validate
+from sotakg.rules.shacl_compiler import compile_shapes, rewrite_select, validate
 
 PREFIXES = """
 @prefix sh: <http://www.w3.org/ns/shacl#> .
@@ -263,7 +263,7 @@ def test_forbidden_sparql_is_a_shapes_error() -> None:
 
 
 def test_rewrite_injects_the_focus_into_groups_that_mention_this() -> None:
-    from sotakg.shacl_compiler import FOCUS_MARK, Shape
+    from sotakg.rules.shacl_compiler import FOCUS_MARK, Shape
 
     query = "SELECT ?value WHERE { ?x ?p ?value { FILTER($this = ?x) } UNION { ?y ?p ?value } }"
     rewritten = rewrite_select(query, Shape(NamedNode("http://example.org/S"), "http://example.org/S"), {"ex": "x:"})

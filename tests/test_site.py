@@ -18,13 +18,13 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from sotakg.cli import cli
-from sotakg.diagrams import diagram_from_triples, to_mermaid
-from sotakg.records import load_anthology
-from sotakg.results import SelectResult
-from sotakg.site import MANIFEST, SiteGraph, build_site, linked
-from sotakg.sparql import LocalBackend
-from sotakg.views import run_view
-from sotakg.why import Facts
+from sotakg.query.results import SelectResult
+from sotakg.query.sparql import LocalBackend
+from sotakg.query.why import Facts
+from sotakg.records.schema import load_anthology
+from sotakg.views.diagrams import diagram_from_triples, to_mermaid
+from sotakg.views.named import run_view
+from sotakg.views.site import MANIFEST, SiteGraph, build_site, linked
 
 from .conftest import FIXTURES, SEED_PAGE, SHIPPED_DATA, invoke
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sotakg import sparql
 from sotakg.errors import QueryFailed, QueryRefused, QuerySyntaxError, QueryTimeout
-from sotakg.results import AskResult, GraphResult, SelectResult
-from sotakg.sparql import (
+from sotakg.query import sparql
+from sotakg.query.results import AskResult, GraphResult, SelectResult
+from sotakg.query.sparql import (
     MAX_DEPTH,
     LocalBackend,
     check_query,
@@ -213,7 +213,7 @@ def test_cli_timeout(runner, built_store):
 
 
 def test_canned_queries_share_the_time_limit(backend):
-    from sotakg.queries import run_canned
+    from sotakg.query.canned import run_canned
 
     with pytest.raises(QueryTimeout):
         run_canned(backend, "most-cited-papers", {}, timeout=0.000001)

@@ -20,11 +20,11 @@ from pyoxigraph import RdfFormat, Store, parse
 
 from sotakg import __version__
 from sotakg.cli import cli
-from sotakg.rdf import anthology_triples, as_quads
-from sotakg.records import load_anthology
-from sotakg.report import FORMATS, github_command, render
+from sotakg.graph.rdf import anthology_triples, as_quads
+from sotakg.records.schema import load_anthology
 from sotakg.resources import ontology_path
-from sotakg.validate import (
+from sotakg.rules.report import FORMATS, github_command, render
+from sotakg.rules.validate import (
     DATA_READABLE,
     ENGINES,
     Finding,
@@ -685,7 +685,7 @@ def test_github_commands_escape_what_github_requires() -> None:
 
 
 def render_text_of(findings: list[Finding]) -> str:
-    from sotakg.report import finding_line
+    from sotakg.rules.report import finding_line
 
     return "".join(finding_line(f) + "\n" for f in findings)
 

@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse
 
-from sotakg import vocab as v
 from sotakg.cli import cli
-from sotakg.diagrams import (
+from sotakg.errors import GraphvizMissing, ParameterProblem, QueryHeaderError, UnknownView
+from sotakg.graph import vocab as v
+from sotakg.query.canned import load_canned, queries_dir
+from sotakg.query.results import GraphResult
+from sotakg.views.diagrams import (
     Diagram,
     diagram_from_triples,
     neighbourhood,
@@ -22,10 +25,7 @@ from sotakg.diagrams import (
     to_dot,
     to_mermaid,
 )
-from sotakg.errors import GraphvizMissing, ParameterProblem, QueryHeaderError, UnknownView
-from sotakg.queries import load_canned, queries_dir
-from sotakg.results import GraphResult
-from sotakg.views import find_view, load_views, resolve_view_format, run_view, views_dir
+from sotakg.views.named import find_view, load_views, resolve_view_format, run_view, views_dir
 
 from .conftest import GOLDEN, REPO, assert_golden, invoke
 

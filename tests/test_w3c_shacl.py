@@ -1,6 +1,6 @@
 """The W3C SHACL test suite (tests/w3c-shacl, see its README) run against the SPARQL engine.
 
-Each ``sht:Validate`` entry is one test. Its shapes are compiled with ``sotakg.shacl_compiler``; a test whose
+Each ``sht:Validate`` entry is one test. Its shapes are compiled with ``sotakg.rules.shacl_compiler``; a test whose
 shapes use a feature the compiler refuses (UnsupportedShape) is skipped with the compiler's reason, so the
 skip list is exactly the list of unsupported features. Reports are compared as sets of
 (focus, path, value, sourceConstraintComponent, severity, sourceShape if an IRI), ignoring messages. Blank
@@ -18,7 +18,7 @@ import pytest
 from pyoxigraph import BlankNode, NamedNode, RdfFormat, Store
 
 from sotakg.errors import ShapesError, UnsupportedShape
-from sotakg.shacl_compiler import ShapesGraph, _Compiler, compile_shapes, node_id
+from sotakg.rules.shacl_compiler import ShapesGraph, _Compiler, compile_shapes, node_id
 
 SUITE = Path(__file__).resolve().parent / "w3c-shacl"
 MF = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sotakg.errors import RecordNotFound, UsageProblem
-from sotakg.why import render_provenance, why
+from sotakg.query.why import render_provenance, why
 
 from .conftest import assert_golden, invoke
 

@@ -105,9 +105,9 @@ def force_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[...,
 
 def open_graph(ctx: click.Context):
     """The store of the current context, rebuilt first when the data changed."""
-    from .store import open_store
+    from .graph.open import open_graph as open_built_graph
 
-    return open_store(ctx.obj["data"], ctx.obj["store"])
+    return open_built_graph(ctx.obj["data"], ctx.obj["store"])
 
 
 # ------------------------------------------------------------------------------------------ build
@@ -126,8 +126,8 @@ def build_command(ctx: click.Context, force: bool) -> None:
 
         sotakg build --force
     """
-    from .build import build
-    from .store import InterruptGuard
+    from .graph.build import build
+    from .graph.store import InterruptGuard
 
     with InterruptGuard().installed() as guard:
         report = build(ctx.obj["data"], ctx.obj["store"], force=force, guard=guard)
@@ -166,7 +166,7 @@ def import_markdown_command(ctx: click.Context, page: Path, force: bool) -> None
 
         sotakg --data data import markdown pages/distributed-optimization.md
     """
-    from .importer import import_markdown
+    from .records.importer import import_markdown
 
     report = import_markdown(page, ctx.obj["data"], force=force)
     for warning in report.warnings:
@@ -206,8 +206,8 @@ def export_rdf_command(ctx: click.Context, format_name: str | None, output: Path
 
         sotakg export rdf --format turtle > anthology.ttl
     """
-    from .export import export_rdf
-    from .formats import resolve_rdf_format, write_output
+    from .query.formats import resolve_rdf_format, write_output
+    from .views.export import export_rdf
 
     canonical = resolve_rdf_format(format_name, output)
     write_output(export_rdf(open_graph(ctx), canonical), output)
@@ -235,8 +235,8 @@ def export_index_command(ctx: click.Context, slug: str | None, all_topics: bool,
         sotakg export index --topic distributed-optimization -o distributed-optimization.md
         sotakg export index --all -o pages/
     """
-    from .export import export_index, write_all_indexes
-    from .formats import write_output
+    from .query.formats import write_output
+    from .views.export import export_index, write_all_indexes
 
     if all_topics == (slug is not None):
         raise UsageProblem("give either --topic SLUG or --all")
@@ -255,7 +255,7 @@ def export_index_command(ctx: click.Context, slug: str | None, all_topics: bool,
 
 def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """-f/--format for query results: a table, the W3C results formats, or RDF for graphs."""
-    from .results import ALL_FORMATS
+    from .query.results import ALL_FORMATS
 
     return click.option(
         "-f",
@@ -313,7 +313,7 @@ def query_backend(ctx: click.Context):
     store, rebuilt first when the data changed. The one place that chooses."""
     endpoint, graph = ctx.obj.get("endpoint"), ctx.obj.get("graph")
     if endpoint is not None:
-        from .remote import RemoteBackend, cleartext_warning
+        from .query.remote import RemoteBackend, cleartext_warning
 
         backend = RemoteBackend(endpoint, graph)
         warning = cleartext_warning(endpoint)
@@ -322,7 +322,7 @@ def query_backend(ctx: click.Context):
         return backend
     if graph is not None:
         raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
-    from .sparql import LocalBackend
+    from .query.sparql import LocalBackend
 
     return LocalBackend(ctx.obj["store"], data_dir=ctx.obj["data"])
 
@@ -353,7 +353,7 @@ def queries_command(name: str | None, markdown: bool) -> None:
 
         sotakg queries practices-citing
     """
-    from .queries import find_canned, load_canned, queries_listing, queries_table_markdown, query_details
+    from .query.canned import find_canned, load_canned, queries_listing, queries_table_markdown, query_details
 
     if name:
         click.echo(query_details(find_canned(name)), nl=False)
@@ -386,9 +386,9 @@ def query_command(
 
         sotakg query practices-citing -p paper=LIT-051 --format csv
     """
-    from .formats import write_output
-    from .queries import find_canned, parse_assignments, run_canned
-    from .results import format_result
+    from .query.canned import find_canned, parse_assignments, run_canned
+    from .query.formats import write_output
+    from .query.results import format_result
 
     query = find_canned(name)
     result = run_canned(query_backend(ctx), query, parse_assignments(params), timeout)
@@ -427,9 +427,9 @@ def sparql_command(
 
         sotakg sparql 'SELECT ?p WHERE { ?p sota:status sota:Rejected }' --format tsv
     """
-    from .formats import write_output
-    from .results import format_result
-    from .sparql import read_query_text, run_query
+    from .query.formats import write_output
+    from .query.results import format_result
+    from .query.sparql import read_query_text, run_query
 
     text = read_query_text(query, query_file)
     result = run_query(query_backend(ctx), text, None, timeout)
@@ -452,7 +452,7 @@ def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
 
         sotakg why SOTA-049
     """
-    from .why import render_provenance, why
+    from .query.why import render_provenance, why
 
     width = table_width(None) or 100
     click.echo(render_provenance(why(query_backend(ctx), record_id, timeout), width), nl=False)
@@ -460,8 +460,8 @@ def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
 
 # ------------------------------------------------------------------------------------------ validate
 
-from .report import FORMATS as REPORT_FORMATS  # noqa: E402  (light: json only)
-from .validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the engines import what they run lazily)
+from .rules.report import FORMATS as REPORT_FORMATS  # noqa: E402  (light: json only)
+from .rules.validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the engines import what they run lazily)
 
 
 @cli.command(name="validate")
@@ -497,9 +497,9 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
 
         sotakg validate --format github --strict
     """
-    from .formats import write_output
-    from .report import render
-    from .validate import validate
+    from .query.formats import write_output
+    from .rules.report import render
+    from .rules.validate import validate
 
     report = validate(
         ctx.obj["data"], ctx.obj["store"], engine=engine, endpoint=ctx.obj.get("endpoint"), graph=ctx.obj.get("graph")
@@ -571,7 +571,7 @@ def views_command(name: str | None) -> None:
         sotakg views
         sotakg views topic
     """
-    from .views import view_details, views_listing
+    from .views.named import view_details, views_listing
 
     click.echo(views_listing() if name is None else view_details(name), nl=False)
 
@@ -609,9 +609,9 @@ def export_view_command(
         sotakg export view rejections --format mermaid
         sotakg export view topic -p topic=distributed-optimization -o topic.svg
     """
-    from .formats import write_output
-    from .queries import parse_assignments
-    from .views import export_view, resolve_view_format
+    from .query.canned import parse_assignments
+    from .query.formats import write_output
+    from .views.named import export_view, resolve_view_format
 
     canonical = resolve_view_format(format_name, output)
     write_output(export_view(query_backend(ctx), name, parse_assignments(params), canonical, timeout), output)
@@ -634,7 +634,7 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
 
         sotakg export site public/ && python -m http.server -d public
     """
-    from .site import build_site
+    from .views.site import build_site
 
     report = build_site(query_backend(ctx), folder, graphviz=False if mermaid else None, timeout=timeout)
     click.echo(report.summary(folder))
@@ -699,8 +699,8 @@ def serve_command(
         sotakg serve --port 7878
         sotakg serve --get '/query?query=ASK%7B%7D'
     """
-    from . import serve
-    from .publish import parse_size
+    from .server import serve
+    from .server.publish import parse_size
 
     request_cap = parse_size(max_request_bytes, "--max-request-bytes")
     result_cap = parse_size(max_result_bytes, "--max-result-bytes")
@@ -758,8 +758,8 @@ def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeou
         SOTAKG_TOKEN=... sotakg publish --endpoint http://127.0.0.1:7878/store \\
             --graph https://w3id.org/sotakg
     """
-    from .publish import parse_size, publish
-    from .remote import cleartext_warning
+    from .query.remote import cleartext_warning
+    from .server.publish import parse_size, publish
 
     limit = parse_size(max_bytes)
     warning = cleartext_warning(endpoint)

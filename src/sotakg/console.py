@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 
 from .errors import ConsoleCommandError, ConsoleUnavailable, SotakgError
-from .results import AskResult, GraphResult, QueryResult, SelectResult, format_result
-from .sparql import DEFAULT_TIMEOUT, Backend, Token, run_query, tokens
-from .vocab import PREFIXES
+from .graph.vocab import PREFIXES
+from .query.results import AskResult, GraphResult, QueryResult, SelectResult, format_result
+from .query.sparql import DEFAULT_TIMEOUT, Backend, Token, run_query, tokens
 
 if TYPE_CHECKING:
-    from .queries import CannedQuery
+    from .query.canned import CannedQuery
 
 #: Results longer than this are cut (``--max-rows``), so one careless query cannot flood the screen.
 DEFAULT_MAX_ROWS = 10_000
@@ -282,7 +282,7 @@ def load_vocabulary(backend: Backend, timeout: float = DEFAULT_TIMEOUT) -> Vocab
     """Read completion's vocabulary from the graph: every IRI under a declared prefix (ontology terms,
     records, versions, topics) as a prefixed name with its type, the record identifiers with their
     titles, and the canned queries. Raises what ``run_query`` raises."""
-    from .queries import load_canned
+    from .query.canned import load_canned
 
     vocabulary = Vocabulary(queries={q.name: q for q in load_canned()})
     records = run_query(backend, RECORDS_QUERY, None, timeout)
@@ -598,7 +598,7 @@ class Console:
         self._show("\n".join(lines) + "\n", to_destination=False)
 
     def _queries(self, rest: str) -> None:
-        from .queries import find_canned, load_canned, queries_listing, query_details
+        from .query.canned import find_canned, load_canned, queries_listing, query_details
 
         if rest:
             self._show(query_details(find_canned(rest)), to_destination=False)
@@ -607,7 +607,7 @@ class Console:
             self._show(listing + "Run one with: .run NAME name=value ...\n", to_destination=False)
 
     def _run(self, rest: str) -> None:
-        from .queries import bind_parameters, find_canned
+        from .query.canned import bind_parameters, find_canned
 
         try:
             words = shlex.split(rest)
@@ -634,7 +634,7 @@ class Console:
         self._query(query.text, bind_parameters(query, raw))
 
     def _why(self, rest: str) -> None:
-        from .why import render_provenance, why
+        from .query.why import render_provenance, why
 
         if not rest or " " in rest:
             raise ConsoleCommandError("usage: .why ID  (a record identifier such as SOTA-049, LIT-051 or ADR-026)")

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ParameterProblem, QueryHeaderError, UnknownQuery
+from ..errors import ParameterProblem, QueryHeaderError, UnknownQuery
+from ..graph.vocab import PREFIXES, XSD_INTEGER, record_iri
 from .sparql import DEFAULT_TIMEOUT, Backend, Bindings, query_form, run_query, tokens
-from .vocab import PREFIXES, XSD_INTEGER, record_iri
 
 if TYPE_CHECKING:
     from .results import QueryResult
@@ -97,7 +97,7 @@ class CannedQuery:
 
 def queries_dir() -> Path:
     """The folder of shipped canned queries."""
-    from .resources import resource_dir
+    from ..resources import resource_dir
 
     return resource_dir("queries")
 
@@ -128,7 +128,7 @@ def pick_named(queries: list[CannedQuery], name: str, error: type[Exception], no
 
 def read_canned(path: Path) -> CannedQuery:
     """Read one ``.rq`` file and check its header (QueryHeaderError names the file and the problem)."""
-    from .records import display_path
+    from ..records.schema import display_path
 
     shown = display_path(path)
     try:

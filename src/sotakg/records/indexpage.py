@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ImportProblem
+from ..errors import ImportProblem
 
 DASH = " — "
 HEADER = "| # | Title | Summary | Status |"

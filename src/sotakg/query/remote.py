@@ -24,13 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import (
+from ..errors import (
     EndpointError,
     EndpointTimeout,
     QueryFailed,
     QueryTimeout,
     UsageProblem,
 )
+from ..graph.vocab import PREFIXES
 from .results import AskResult, GraphResult, QueryResult, SelectResult, parse_graph, parse_sparql_results
 from .sparql import (
     DEFAULT_TIMEOUT,
@@ -42,7 +43,6 @@ from .sparql import (
     tokens,
     values_clause,
 )
-from .vocab import PREFIXES
 
 #: Environment variables holding credentials: basic authentication, or a bearer token.
 ENV_USER = "SOTAKG_USER"

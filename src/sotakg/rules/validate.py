@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import vocab as v
-from .errors import DataError, Problem, UsageProblem
-from .records import Anthology, Record, load_anthology
-from .resources import resource_dir
+from ..errors import DataError, Problem, UsageProblem
+from ..graph import vocab as v
+from ..records.schema import Anthology, Record, load_anthology
+from ..resources import resource_dir
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
@@ -381,7 +381,7 @@ def sparql_engine(store: Store, shapes: Sequence[Path]) -> list[RawResult]:
     """The shapes compiled to SPARQL and run on the store itself, one query per constraint over all
     focus nodes (sotakg.shacl_compiler). A shape the compiler does not support is never skipped: the
     whole validation falls back to pySHACL, saying so on standard error."""
-    from .errors import UnsupportedShape
+    from ..errors import UnsupportedShape
     from .shacl_compiler import compile_shapes
 
     key = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in shapes)
@@ -459,22 +459,29 @@ def validate(
     run = engine_named(engine)
     paths = list(shapes) if shapes is not None else shapes_paths()
     rules = load_rules(paths)
+    data = None
     try:
-        anthology = load_anthology(data_dir)
+        if endpoint is not None:
+            anthology = load_anthology(data_dir)
+        else:
+            from ..graph.build import read_data
+
+            data = read_data(data_dir, store_path)
+            anthology = data.anthology
     except DataError as error:
         return ValidationReport(findings_from_problems(error.problems), rules, engine, 0, readable=False)
 
     if endpoint is not None:
         from pyoxigraph import RdfFormat, Store
 
-        from .remote import fetch_graph
+        from ..query.remote import fetch_graph
 
         store = Store()
         store.load(fetch_graph(endpoint, graph, timeout=timeout), format=RdfFormat.N_TRIPLES)
     else:
-        from .store import open_store
+        from ..graph.open import open_graph
 
-        store = open_store(data_dir, store_path)
+        store = open_graph(data_dir, store_path, data)
     return _report(run(store, paths), anthology, rules, engine)
 
 

@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 
 from pyoxigraph import Literal, NamedNode, Quad, Triple
 
+from ..records.schema import KINDS, REGISTRY_ID, Anthology, Record
 from . import vocab as v
-from .records import KINDS, REGISTRY_ID, Anthology, Record
 
 _IRI_CACHE: dict[str, NamedNode] = {}
 MENTIONED_ID = re.compile(r"\b(?:SOTA|LIT|ADR)-\d+\b")

@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import vocab as v
+from ..errors import ExportError, QueryFailed
+from ..graph import vocab as v
+from ..query.formats import WriteReport, write_files
+from ..query.results import SelectResult
+from ..query.sparql import DEFAULT_TIMEOUT, Backend, run_query
+from ..query.why import Facts, Governance, Provenance, Ref, provenance
+from ..records.indexpage import RECORD_ID_RE
 from .diagrams import (
     Neighbourhoods,
     diagram_from_triples,
@@ -32,12 +38,6 @@ from .diagrams import (
     to_dot,
     to_mermaid,
 )
-from .errors import ExportError, QueryFailed
-from .formats import WriteReport, write_files
-from .indexpage import RECORD_ID_RE
-from .results import SelectResult
-from .sparql import DEFAULT_TIMEOUT, Backend, run_query
-from .why import Facts, Governance, Provenance, Ref, provenance
 
 if TYPE_CHECKING:
     from pyoxigraph import Triple
@@ -379,7 +379,7 @@ class SiteBuilder:
     # -- the pages
 
     def build(self) -> dict[str, str]:
-        from .views import load_views, run_view
+        from .named import load_views, run_view
 
         pages: dict[str, str] = {}
         views = load_views()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import DataError, ImportProblem, RecordConflict
+from ..errors import DataError, ImportProblem, RecordConflict
 from .indexpage import parse_page
-from .records import (
+from .schema import (
     KINDS,
     REGISTRY_ID,
     Record,

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import EndpointError, UsageProblem
-from .remote import (
+from ..errors import EndpointError, UsageProblem
+from ..query.remote import (
     N_TRIPLES,
     auth_headers,
     check_endpoint,
@@ -24,7 +24,7 @@ from .remote import (
     refusal_message,
     with_parameters,
 )
-from .sparql import DEFAULT_TIMEOUT
+from ..query.sparql import DEFAULT_TIMEOUT
 
 #: Largest body ``publish`` sends unless told otherwise (``--max-bytes``).
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
@@ -73,9 +73,9 @@ def graph_ntriples(data_dir: Path, store_path: Path) -> bytes:
     """The store's default graph (ontology and records) as N-Triples, built first when stale."""
     from pyoxigraph import DefaultGraph, RdfFormat
 
-    from .store import open_store
+    from ..graph.open import open_graph
 
-    store = open_store(data_dir, store_path)
+    store = open_graph(data_dir, store_path)
     return store.dump(format=RdfFormat.N_TRIPLES, from_graph=DefaultGraph()) or b""
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .errors import DataError, DataFolderMissing, Problem
+from ..errors import DataError, DataFolderMissing, Problem
 from .fastyaml import parse_canonical
 from .sources import (
     FOLDER_KINDS,

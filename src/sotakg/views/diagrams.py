@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import vocab as v
-from .errors import GraphvizMissing, SotakgError
+from ..errors import GraphvizMissing, SotakgError
+from ..graph import vocab as v
 
 if TYPE_CHECKING:
     from pyoxigraph import Triple

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import QueryFailed, QueryRefused, QuerySyntaxError, QueryTimeout, StoreError
+from ..errors import QueryFailed, QueryRefused, QuerySyntaxError, QueryTimeout
+from ..graph.vocab import PREFIXES
 from .results import AskResult, QueryResult, Term, parse_graph, parse_sparql_results
-from .vocab import PREFIXES
 
 if TYPE_CHECKING:
     from pyoxigraph import Variable
@@ -292,25 +292,15 @@ class LocalBackend:
 
     @property
     def label(self) -> str:
-        from .records import display_path
+        from ..records.schema import display_path
 
         return f"the store {display_path(self.store_path)}"
 
     def database(self) -> Path:
         """The Oxigraph database directory of the store's current generation (built first if stale)."""
-        from .store import DATABASE, StoreLayout, is_fresh
+        from ..graph.open import current_database
 
-        layout = StoreLayout(self.store_path)
-        if self.data_dir is not None and not is_fresh(self.data_dir, layout):
-            from .build import build
-
-            build(self.data_dir, self.store_path, wait_seconds=120.0)
-        generation = layout.current_generation()
-        if generation is None:
-            from .records import display_path
-
-            raise StoreError(f"no store at {display_path(self.store_path)}; run 'sotakg build' first")
-        return (generation / DATABASE).resolve()
+        return current_database(self.data_dir, self.store_path)
 
     def run(self, text: str, bindings: Bindings | None = None, timeout: float = DEFAULT_TIMEOUT) -> QueryResult:
         """Check the query, run it on the store in a worker process, and read its answer."""
@@ -330,7 +320,7 @@ def run_query(
 ) -> QueryResult:
     """Check a query (``check_query``) and run it on ``backend``. The one entry point for every query."""
     if timeout <= 0:
-        from .errors import UsageProblem
+        from ..errors import UsageProblem
 
         raise UsageProblem(f"the timeout must be a positive number of seconds, not {timeout:g}")
     check_query(text, getattr(backend, "max_depth", MAX_DEPTH))
@@ -475,7 +465,7 @@ def read_query_text(query: str | None, query_file: Path | None) -> str:
     standard input when it is not a terminal. UsageProblem when there is none or both are given."""
     import sys
 
-    from .errors import UsageProblem
+    from ..errors import UsageProblem
 
     if query is not None and query_file is not None:
         raise UsageProblem("give the query as an argument or with --file, not both")

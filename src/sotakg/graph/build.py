@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .sources import max_file_bytes, read_bounded
+from ..records.sources import max_file_bytes, read_bounded
 
 if TYPE_CHECKING:
-    from .records import Anthology
+    from ..records.schema import Anthology
 from .store import (
     DATABASE,
     DataSnapshot,
@@ -44,13 +44,15 @@ def build(
     force: bool = False,
     wait_seconds: float = 0.0,
     guard: InterruptGuard | None = None,
+    data: DataRead | None = None,
 ) -> BuildReport:
     """Build the store from ``data_dir`` unless it is already up to date (``force`` rebuilds anyway).
 
     The data is read and checked before anything is written; the new graph is loaded into a new
     generation and swapped in atomically, so an error or an interruption leaves the previous store
     as it was. With a ``guard`` installed, an interruption that arrives once the swap has begun is held
-    until the build is done. Raises DataError, StoreBusy or StoreError.
+    until the build is done. ``data`` is the folder as ``read_data`` already read it, so a caller that
+    needs the records too reads each file once. Raises DataError, StoreBusy or StoreError.
     """
     started = time.perf_counter()
     layout = StoreLayout(store_path)
@@ -59,10 +61,11 @@ def build(
             remove_path(leftover)
         current = layout.current_generation()
         manifest = read_manifest(current)
-        data = snapshot(data_dir, current, need_hashes=force)
-        if not force and current is not None and manifest.get("fingerprint") == data.fingerprint:
-            if data.hashes:  # files were touched but not changed: remember their new times
-                write_manifest(current, data, manifest.get("counts", {}), manifest.get("triples", 0))
+        scanned = data.snapshot if data is not None else snapshot(data_dir, current, need_hashes=force)
+        if not force and current is not None and manifest.get("fingerprint") == scanned.fingerprint:
+            if scanned.hashes and scanned.stat_digest != manifest.get("stat_digest"):
+                # Files were touched but not changed: remember their new times.
+                write_manifest(current, scanned, manifest.get("counts", {}), manifest.get("triples", 0))
             return BuildReport(
                 store_path,
                 False,
@@ -70,16 +73,13 @@ def build(
                 manifest.get("triples", 0),
                 time.perf_counter() - started,
             )
-        from .records import load_anthology
-
-        contents = _read_all(data)
-        anthology = load_anthology(data_dir, data.sources, contents)
+        anthology = data.anthology if data is not None else _read_records(data_dir, scanned)
         generation = layout.new_generation()
         committed = False
         try:
             triples = _load_generation(generation / DATABASE, anthology)
             counts = anthology.counts()
-            write_manifest(generation, data, counts, triples)
+            write_manifest(generation, scanned, counts, triples)
             if guard is not None:
                 guard.committing = True
             _swap_link(layout, generation)
@@ -90,6 +90,30 @@ def build(
         if current is not None and not generation_in_use(current):
             remove_path(current)
     return BuildReport(store_path, True, counts, triples, time.perf_counter() - started)
+
+
+@dataclass
+class DataRead:
+    """A data folder read once: its snapshot (with every file's hash) and its records."""
+
+    snapshot: DataSnapshot
+    anthology: Anthology
+
+
+def read_data(data_dir: Path, store_path: Path) -> DataRead:
+    """Read every record file of ``data_dir`` once, for the records and for the store's freshness.
+
+    Files whose size and time match the store's current build keep their recorded hash; the others
+    are hashed from the bytes read for the records. Raises DataError (every problem found) or
+    DataFolderMissing."""
+    scanned = snapshot(data_dir, StoreLayout(store_path).current_generation(), need_hashes=True)
+    return DataRead(scanned, _read_records(data_dir, scanned))
+
+
+def _read_records(data_dir: Path, scanned: DataSnapshot) -> Anthology:
+    from ..records.schema import load_anthology
+
+    return load_anthology(data_dir, scanned.sources, _read_all(scanned))
 
 
 def _read_all(data: DataSnapshot) -> dict[str, bytes]:
@@ -107,8 +131,8 @@ def _read_all(data: DataSnapshot) -> dict[str, bytes]:
 def _load_generation(database: Path, anthology: Anthology) -> int:
     from pyoxigraph import RdfFormat, Store
 
+    from ..resources import ontology_path
     from .rdf import anthology_ntriples
-    from .resources import ontology_path
 
     database.parent.mkdir(parents=True)
     store = Store(str(database))

@@ -29,10 +29,10 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from .errors import EndpointError, ServeError, UsageProblem
+from ..errors import EndpointError, ServeError, UsageProblem
+from ..query.remote import DEFAULT_MAX_ANSWER, HttpAnswer, http_request, is_loopback
+from ..query.sparql import MAX_DEPTH
 from .guard import DEFAULT_MAX_REQUEST, DEFAULT_MAX_RESULT, GuardServer, GuardSettings, running_guard
-from .remote import DEFAULT_MAX_ANSWER, HttpAnswer, http_request, is_loopback
-from .sparql import MAX_DEPTH
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7878
@@ -152,7 +152,7 @@ class ServedStore:
 
     @property
     def database(self) -> Path:
-        from .store import DATABASE
+        from ..graph.store import DATABASE
 
         return self.generation / DATABASE
 
@@ -163,14 +163,13 @@ def hold_current_generation(data_dir: Path, store_path: Path) -> ServedStore:
     The generation is read and held under the build lock: a build deletes the generation it replaces
     only if nobody holds it, and it decides that under the same lock, so it cannot slip in between.
     """
-    from .build import build
-    from .records import display_path
-    from .store import StoreLayout, build_lock, hold_generation, is_fresh, read_manifest
+    from ..graph.open import BUILD_WAIT_SECONDS, ensure_fresh
+    from ..graph.store import StoreLayout, build_lock, hold_generation, read_manifest
+    from ..records.sources import display_path
 
     layout = StoreLayout(store_path)
-    if not is_fresh(data_dir, layout):
-        build(data_dir, store_path, wait_seconds=120.0)
-    with build_lock(layout, wait_seconds=120.0):
+    ensure_fresh(data_dir, store_path)
+    with build_lock(layout, wait_seconds=BUILD_WAIT_SECONDS):
         generation = layout.current_generation()
         if generation is None:
             raise ServeError(f"no store at {display_path(store_path)}; run 'sotakg build' first")
@@ -336,7 +335,7 @@ def serve_banner(
     max_result_bytes: int = DEFAULT_MAX_RESULT,
 ) -> str:
     """What ``sotakg serve`` prints once the server answers."""
-    from .records import display_path
+    from ..records.schema import display_path
 
     return (
         f"Serving {display_path(store_path)} ({served.triples} triples) read-only with the Oxigraph server.\n"

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ExportError, UsageProblem
-from .records import atomic_write_text
+from ..errors import ExportError, UsageProblem
+from ..records.schema import atomic_write_text
 
 if TYPE_CHECKING:
     from pyoxigraph import RdfFormat
@@ -84,7 +84,7 @@ class WriteReport:
     removed: list[str] = field(default_factory=list)
 
     def summary(self, folder: Path) -> str:
-        from .records import display_path
+        from ..records.schema import display_path
 
         def files(names: list[str]) -> str:
             return f"{len(names)} file{'s' if len(names) != 1 else ''}"

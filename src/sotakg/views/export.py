@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import vocab as v
-from .errors import UsageProblem
-from .formats import pyoxigraph_format
-from .indexpage import PracticeRow, TopicRow, render_full_index, render_page, topic_page_name
+from ..errors import UsageProblem
+from ..graph import vocab as v
+from ..query.formats import pyoxigraph_format
+from ..records.indexpage import PracticeRow, TopicRow, render_full_index, render_page, topic_page_name
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from pyoxigraph import BlankNode, Literal, NamedNode, QuerySolution, Store, Variable
 
-    from .formats import WriteReport
+    from ..query.formats import WriteReport
 
 
 class UnknownTopic(UsageProblem):
@@ -168,6 +168,6 @@ def export_all_indexes(store: Store) -> dict[str, str]:
 def write_all_indexes(store: Store, folder: Path) -> WriteReport:
     """Write every index page (``export_all_indexes``) into ``folder``; files already holding the same
     text are left untouched."""
-    from .formats import write_files
+    from ..query.formats import write_files
 
     return write_files(folder, export_all_indexes(store))

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from .errors import StoreBusy, StoreError
-from .resources import ontology_path
-from .sources import SourceFile, atomic_write_text, display_path, max_file_bytes, read_bounded, scan_sources
+from .. import __version__
+from ..errors import StoreBusy, StoreError
+from ..records.sources import SourceFile, atomic_write_text, display_path, max_file_bytes, read_bounded, scan_sources
+from ..resources import ontology_path
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
@@ -309,13 +309,3 @@ def open_read_only(layout: StoreLayout) -> Store:
         return Store.read_only(str(generation / DATABASE))
     except OSError as error:
         raise StoreError(f"cannot open the store at {display_path(layout.path)}: {error}") from None
-
-
-def open_store(data_dir: Path, store_path: Path, rebuild: bool = True) -> Store:
-    """Open the store for reading, building it first when the data changed since the last build."""
-    layout = StoreLayout(store_path)
-    if rebuild and not is_fresh(data_dir, layout):
-        from .build import build
-
-        build(data_dir, store_path, wait_seconds=120.0)
-    return open_read_only(layout)

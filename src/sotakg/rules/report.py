@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import __version__
+from .. import __version__
 from .validate import Finding, Rule, ValidationReport
 
 FORMATS = ("text", "json", "junit", "sarif", "github")

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageProblem
-from .vocab import PREFIXES, XSD, XSD_STRING
+from ..errors import UsageProblem
+from ..graph.vocab import PREFIXES, XSD, XSD_STRING
 
 if TYPE_CHECKING:
     from pyoxigraph import BlankNode, Literal, NamedNode, Triple

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ParameterProblem, QueryFailed, QueryHeaderError, UnknownView, UsageProblem
-from .formats import RDF_FORMATS
-from .queries import CannedQuery, bind_parameters, parameters_text, pick_named, read_canned
-from .results import GraphResult, format_graph
-from .sparql import DEFAULT_TIMEOUT, Backend, query_form, run_query
+from ..errors import ParameterProblem, QueryFailed, QueryHeaderError, UnknownView, UsageProblem
+from ..query.canned import CannedQuery, bind_parameters, parameters_text, pick_named, read_canned
+from ..query.formats import RDF_FORMATS
+from ..query.results import GraphResult, format_graph
+from ..query.sparql import DEFAULT_TIMEOUT, Backend, query_form, run_query
 
 if TYPE_CHECKING:
     from pyoxigraph import Triple
@@ -34,7 +34,7 @@ VIEW_RDF_FORMATS = tuple(RDF_FORMATS)
 
 def views_dir() -> Path:
     """The folder of shipped views (``queries/views``)."""
-    from .resources import resource_dir
+    from ..resources import resource_dir
 
     return resource_dir("queries") / "views"
 
@@ -43,7 +43,7 @@ def read_view(path: Path) -> CannedQuery:
     """Read one view file: a canned-query header over a CONSTRUCT query (QueryHeaderError if not)."""
     view = read_canned(path)
     if query_form(view.text) != "CONSTRUCT":
-        from .sources import display_path
+        from ..records.sources import display_path
 
         raise QueryHeaderError(f"{display_path(path)}: a view must be a CONSTRUCT query")
     return view
@@ -148,6 +148,6 @@ def views_listing(views: Iterable[CannedQuery] | None = None) -> str:
 
 def view_details(name: str) -> str:
     """One view in full: summary, description, parameters and its CONSTRUCT query."""
-    from .queries import query_details
+    from ..query.canned import query_details
 
     return query_details(find_view(name), command="sotakg export view")

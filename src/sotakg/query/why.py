@@ -15,8 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import vocab as v
-from .errors import QueryFailed, RecordNotFound, UsageProblem
+from ..errors import QueryFailed, RecordNotFound, UsageProblem
+from ..graph import vocab as v
 from .results import SelectResult
 from .sparql import DEFAULT_TIMEOUT, Backend, run_query
 

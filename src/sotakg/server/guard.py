@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .errors import QueryRefused, ServeError
-from .sparql import MAX_DEPTH, UPDATE_KEYWORDS, check_query, tokens
+from ..errors import QueryRefused, ServeError
+from ..query.sparql import MAX_DEPTH, UPDATE_KEYWORDS, check_query, tokens
 
 #: Largest request body (a POSTed query or form) accepted, in bytes (``--max-request-bytes``).
 DEFAULT_MAX_REQUEST = 1024 * 1024

@@ -1,0 +1,54 @@
+"""Open the graph for reading: the one place that decides "the store is stale, rebuild it first".
+
+It sits above both the store layout (``store``) and the build (``build``), so neither needs the
+other's help to be read, and every command that reads the graph follows the same rule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import StoreError
+from ..records.sources import display_path
+from .build import DataRead, build
+from .store import DATABASE, StoreLayout, is_fresh, open_read_only, read_manifest
+
+if TYPE_CHECKING:
+    from pyoxigraph import Store
+
+#: How long a command waits for a build another process is running before it gives up.
+BUILD_WAIT_SECONDS = 120.0
+
+
+def ensure_fresh(data_dir: Path | None, store_path: Path, data: DataRead | None = None) -> None:
+    """Rebuild the store when it does not hold what a build of ``data_dir`` would make now.
+
+    ``data`` is the folder as ``read_data`` read it: its fingerprint decides without scanning again,
+    and the build reuses its records. Without ``data_dir`` (a store used on its own) nothing is checked.
+    """
+    if data_dir is None:
+        return
+    layout = StoreLayout(store_path)
+    if data is not None:
+        stale = read_manifest(layout.current_generation()).get("fingerprint") != data.snapshot.fingerprint
+    else:
+        stale = not is_fresh(data_dir, layout)
+    if stale:
+        build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, data=data)
+
+
+def current_database(data_dir: Path | None, store_path: Path, data: DataRead | None = None) -> Path:
+    """The Oxigraph database of the store's current generation, rebuilt first when stale."""
+    ensure_fresh(data_dir, store_path, data)
+    generation = StoreLayout(store_path).current_generation()
+    if generation is None:
+        raise StoreError(f"no store at {display_path(store_path)}; run 'sotakg build' first")
+    return (generation / DATABASE).resolve()
+
+
+def open_graph(data_dir: Path, store_path: Path, data: DataRead | None = None, rebuild: bool = True) -> Store:
+    """Open the store read-only, building it first when the data changed since the last build."""
+    if rebuild:
+        ensure_fresh(data_dir, store_path, data)
+    return open_read_only(StoreLayout(store_path))
