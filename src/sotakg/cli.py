@@ -511,6 +511,57 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
         ctx.exit(1)
 
 
+# ------------------------------------------------------------------------------------------ diff
+
+
+@cli.command(name="diff")
+@click.argument("base")
+@click.argument("head", required=False)
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(["text", "markdown", "json", "sparql-update"]),
+    default="text",
+    show_default=True,
+    help="text for people, markdown for a PR comment or job summary, json for scripts, "
+    "sparql-update for the update that turns BASE's graph into HEAD's.",
+)
+@click.option("--graph", metavar="IRI", default=None, help="With sparql-update: write into this named graph.")
+@click.option("--link-base", metavar="URL", default=None, help="With markdown: prefix of the links to record files.")
+@output_option
+@click.pass_context
+def diff_command(
+    ctx: click.Context,
+    base: str,
+    head: str | None,
+    format_name: str,
+    graph: str | None,
+    link_base: str | None,
+    output: Path | None,
+) -> None:
+    """Say what a change does to the anthology: records added, removed and changed.
+
+    BASE and HEAD are git revisions of the repository holding --data (HEAD
+    defaults to the working tree), or two data folders. A revision is read
+    with git itself, never checked out. Reports practices added and removed,
+    status changes with the new reason, new versions, changed titles,
+    summaries, reasons and citations, papers, ADR status and supersession,
+    and topics.
+
+    Example:
+
+    \b
+        sotakg diff origin/main --format markdown >> "$GITHUB_STEP_SUMMARY"
+        sotakg diff HEAD~1 HEAD --format sparql-update -o change.ru
+    """
+    from .query.formats import write_output
+    from .records.revisions import load_side
+    from .views.diff import compute_diff, render_diff
+
+    changes = compute_diff(load_side(ctx.obj["data"], base), load_side(ctx.obj["data"], head))
+    write_output(render_diff(changes, format_name, link_base=link_base, graph=graph), output)
+
+
 # ------------------------------------------------------------------------------------------ console
 
 
