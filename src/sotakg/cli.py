@@ -481,10 +481,19 @@ from .rules.validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the e
     show_default=True,
     help="The SHACL engine that runs the shapes.",
 )
+@click.option(
+    "--baseline",
+    metavar="BASE",
+    default=None,
+    help="Mark findings new, unchanged or absent against BASE (a git revision or a data folder); "
+    "only new findings fail.",
+)
 @endpoint_options
 @output_option
 @click.pass_context
-def validate_command(ctx: click.Context, format_name: str, strict: bool, engine: str, output: Path | None) -> None:
+def validate_command(
+    ctx: click.Context, format_name: str, strict: bool, engine: str, baseline: str | None, output: Path | None
+) -> None:
     """Check the data against the filing rules (shapes/) and point at the lines to fix.
 
     Builds the store first when the data changed. Exit 0 when there are no
@@ -492,18 +501,33 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
     with --strict), also when a data file cannot be read; 2 for unusable options
     or a missing data folder. With --endpoint, the rules run over the graph
     published there; --data still locates each finding's file and line.
+    With --baseline BASE, BASE is validated too (cached by its git tree) and
+    only findings BASE does not have (new) count for the exit status.
 
     Example:
 
+    \b
         sotakg validate --format github --strict
+        sotakg validate --baseline origin/main --format github
     """
     from .query.formats import write_output
     from .rules.report import render
     from .rules.validate import validate
 
-    report = validate(
-        ctx.obj["data"], ctx.obj["store"], engine=engine, endpoint=ctx.obj.get("endpoint"), graph=ctx.obj.get("graph")
-    )
+    if baseline is not None:
+        from .rules.baseline import validate_against
+
+        report = validate_against(
+            ctx.obj["data"], ctx.obj["store"], baseline, engine=engine, endpoint=ctx.obj.get("endpoint")
+        )
+    else:
+        report = validate(
+            ctx.obj["data"],
+            ctx.obj["store"],
+            engine=engine,
+            endpoint=ctx.obj.get("endpoint"),
+            graph=ctx.obj.get("graph"),
+        )
     write_output(render(report, format_name, strict=strict), output)
     if output is not None and str(output) != "-":
         click.echo(report.summary(), err=True)

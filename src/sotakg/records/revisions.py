@@ -43,7 +43,8 @@ class DataSide:
     commit: str | None = None
 
 
-def _git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def run_git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run git in ``repo`` with a time limit, no prompts and no filesystem monitor."""
     environment = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
     try:
         return subprocess.run(
@@ -65,7 +66,7 @@ def repository_of(data_dir: Path) -> tuple[Path, str]:
     (``data``; empty when the data folder is the repository's top). RevisionError when it is in none."""
     if not data_dir.is_dir():
         raise RevisionError(f"data folder {display_path(data_dir)} does not exist; pass --data DIR")
-    answer = _git(data_dir, "rev-parse", "--show-toplevel", "--show-prefix")
+    answer = run_git(data_dir, "rev-parse", "--show-toplevel", "--show-prefix")
     if answer.returncode != 0:
         raise RevisionError(
             f"data folder {display_path(data_dir)} is not in a git repository, so it has no revisions; "
@@ -79,7 +80,7 @@ def resolve_commit(repo: Path, revision: str) -> str:
     """The commit id ``revision`` names in ``repo``; RevisionError when it names none."""
     if not revision or revision.startswith("-") or "\n" in revision or "\0" in revision:
         raise RevisionError(f"{revision!r} is not a git revision; give a branch, tag or commit such as origin/main")
-    answer = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}")
+    answer = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}")
     if answer.returncode != 0:
         raise RevisionError(
             f"no revision {revision!r} in the repository at {display_path(repo)}; "
@@ -91,9 +92,9 @@ def resolve_commit(repo: Path, revision: str) -> str:
 def data_tree(repo: Path, commit: str, prefix: str, revision: str) -> str:
     """The tree id of the data folder ``prefix`` at ``commit``; RevisionError when it has none."""
     spec = f"{commit}:{prefix}" if prefix else f"{commit}^{{tree}}"
-    answer = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", spec)
+    answer = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", spec)
     tree = answer.stdout.decode("ascii").strip()
-    if answer.returncode != 0 or _git(repo, "cat-file", "-t", tree).stdout.strip() != b"tree":
+    if answer.returncode != 0 or run_git(repo, "cat-file", "-t", tree).stdout.strip() != b"tree":
         raise RevisionError(f"revision {revision!r} has no folder {prefix or '.'}; was the data folder elsewhere then?")
     return tree
 
@@ -108,7 +109,7 @@ def _kind_of(relative: PurePosixPath) -> str | None:
 def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[dict[str, bytes], list[Problem]]:
     """The YAML files of ``tree`` (a data folder) by path relative to it, read from git's objects,
     with a problem for each file that is not a regular blob within the size limit."""
-    listing = _git(repo, "ls-tree", "-r", "-z", "-l", "--end-of-options", tree)
+    listing = run_git(repo, "ls-tree", "-r", "-z", "-l", "--end-of-options", tree)
     if listing.returncode != 0:
         raise RevisionError(f"git cannot list tree {tree}: {listing.stderr.decode('utf-8', 'replace').strip()}")
     limit = max_file_bytes()
@@ -135,7 +136,7 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[dict[str,
         wanted.append((relative, object_id))
     contents: dict[str, bytes] = {}
     if wanted:
-        batch = _git(repo, "cat-file", "--batch", stdin="".join(f"{oid}\n" for _rel, oid in wanted).encode())
+        batch = run_git(repo, "cat-file", "--batch", stdin="".join(f"{oid}\n" for _rel, oid in wanted).encode())
         if batch.returncode != 0:
             raise RevisionError(f"git cannot read the objects of tree {tree}")
         output, position = batch.stdout, 0
