@@ -37,10 +37,12 @@ def triple_delta(base: Anthology, head: Anthology) -> TripleDelta:
 
 def _block(triples: tuple[Triple, ...], graph: NamedNode | None) -> str:
     text = (serialize(list(triples), format=RdfFormat.N_TRIPLES) or b"").decode("utf-8")
-    body = "".join(f"  {line}\n" for line in text.splitlines())
+    # Split on LF only: a literal may hold NEL or U+2028, which str.splitlines() would cut at.
+    indent = "    " if graph is not None else "  "
+    body = "".join(f"{indent}{line}\n" for line in text.split("\n") if line)
     if graph is None:
         return body
-    return f"  GRAPH {graph} {{\n" + "".join(f"  {line}\n" for line in body.splitlines()) + "  }\n"
+    return f"  GRAPH {graph} {{\n{body}  }}\n"
 
 
 def sparql_update(delta: TripleDelta, graph: str | None = None) -> str:

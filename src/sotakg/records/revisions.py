@@ -39,8 +39,15 @@ class DataSide:
 
     label: str
     anthology: Anthology
+    #: The data folder as its records' ``file`` begins (``data``), so files compare across sides.
+    root: str = ""
     tree: str | None = None
     commit: str | None = None
+
+    def relative_file(self, shown: str) -> str:
+        """A record's file relative to the side's data folder (``practices/SOTA-047.yaml``)."""
+        prefix = f"{self.root}/" if self.root and self.root != "." else ""
+        return shown[len(prefix) :] if prefix and shown.startswith(prefix) else shown
 
 
 def run_git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -179,15 +186,15 @@ def load_revision(data_dir: Path, revision: str) -> DataSide:
             raise DataError(problems + error.problems) from None
     if problems:
         raise DataError(problems)
-    return DataSide(f"{revision} ({commit[:12]})", anthology, tree, commit)
+    return DataSide(f"{revision} ({commit[:12]})", anthology, prefix, tree, commit)
 
 
 def load_side(data_dir: Path, spec: str | None) -> DataSide:
     """One side of a comparison: the working tree's ``data_dir`` (``spec`` None), another data folder
     (``spec`` names an existing folder), or ``data_dir`` at the git revision ``spec``."""
     if spec is None:
-        return DataSide(f"working tree ({display_path(data_dir)})", load_anthology(data_dir))
+        return DataSide(f"working tree ({display_path(data_dir)})", load_anthology(data_dir), display_path(data_dir))
     folder = Path(spec)
     if folder.is_dir():
-        return DataSide(display_path(folder), load_anthology(folder))
+        return DataSide(display_path(folder), load_anthology(folder), display_path(folder))
     return load_revision(data_dir, spec)

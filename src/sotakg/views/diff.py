@@ -96,17 +96,14 @@ class AnthologyDiff:
         if not parts:
             return "no change to the anthology"
         deleted, inserted = len(self.triples.deleted), len(self.triples.inserted)
-        return "; ".join(parts) + f" ({inserted} triples inserted, {deleted} deleted)"
+        noun = "triple" if inserted == 1 else "triples"
+        return "; ".join(parts) + f" ({inserted} {noun} inserted, {deleted} deleted)"
 
 
 def compute_diff(base: DataSide, head: DataSide) -> AnthologyDiff:
     """The changes that turn ``base``'s records into ``head``'s."""
-    return AnthologyDiff(
-        base.label,
-        head.label,
-        record_changes(base.anthology, head.anthology),
-        triple_delta(base.anthology, head.anthology),
-    )
+    changes = record_changes(base.anthology, head.anthology, base.relative_file, head.relative_file)
+    return AnthologyDiff(base.label, head.label, changes, triple_delta(base.anthology, head.anthology))
 
 
 def _keyed(anthology: Anthology) -> dict[tuple[str, str], Record]:
@@ -117,8 +114,20 @@ def _order(key: tuple[str, str]) -> tuple[int, str]:
     return KIND_ORDER.index(key[0]), key[1]
 
 
-def record_changes(base: Anthology, head: Anthology) -> list[Change]:
-    """The changes between two anthologies, record by record and field by field in schema order."""
+def _same(shown: str) -> str:
+    return shown
+
+
+def record_changes(
+    base: Anthology,
+    head: Anthology,
+    base_file: Callable[[str], str] = _same,
+    head_file: Callable[[str], str] = _same,
+) -> list[Change]:
+    """The changes between two anthologies, record by record and field by field in schema order.
+
+    ``base_file`` and ``head_file`` make a record's file relative to its side's data folder, so a
+    record is "moved" only when its place in the data folder changed."""
     before, after = _keyed(base), _keyed(head)
     changes: list[Change] = []
     for key in sorted(before.keys() | after.keys(), key=_order):
@@ -152,7 +161,7 @@ def record_changes(base: Anthology, head: Anthology) -> list[Change]:
                 )
             else:
                 changes.append(Change(kind, record_id, name, was, now, new.file or None))
-        if old.file != new.file and old.file and new.file:
+        if old.file and new.file and base_file(old.file) != head_file(new.file):
             changes.append(Change(kind, record_id, "file", old.file, new.file, new.file))
     return changes
 
