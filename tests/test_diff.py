@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from sotakg.resources import ontology_path
 from sotakg.views.diff import record_changes
 
 from .gitrepo import commit, git, isolate_git, new_repository, set_fields
+from .servers import closed_port, oxigraph
 
 
 @dataclass
@@ -421,3 +424,83 @@ def test_load_anthology_of_a_revision_equals_the_checked_out_folder(history: His
         )
     finally:
         git(history.repo, "worktree", "remove", "--force", str(tree))
+
+
+# ------------------------------------------------------------------------------------ publish --since
+
+
+NO_CREDENTIALS = {"SOTAKG_USER": None, "SOTAKG_PASSWORD": None, "SOTAKG_TOKEN": None}
+GRAPH = "https://example.org/graphs/sotakg"
+
+
+def count(base: str, graph: str) -> int:
+    """Triples in ``graph`` on the server, asked over HTTP."""
+    query = urllib.parse.quote(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}")
+    request = urllib.request.Request(
+        f"{base}/query?query={query}", headers={"Accept": "application/sparql-results+json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return int(json.load(answer)["results"]["bindings"][0]["n"]["value"])
+
+
+def server_triples(base: str) -> set:
+    """The server's default graph, fetched over HTTP, as a set of N-Triples lines."""
+    request = urllib.request.Request(f"{base}/store?default", headers={"Accept": "application/n-triples"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return {line for line in answer.read().decode("utf-8").split("\n") if line}
+
+
+def test_publish_since_sends_the_change_when_the_server_holds_base(runner, tmp_path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    with oxigraph(tmp_path / "db") as server:
+        endpoint = f"{server}/store"
+        first = runner.invoke(cli, ["publish", "--endpoint", endpoint], env=NO_CREDENTIALS)
+        assert first.exit_code == 0, first.output
+        set_fields(repo / "data/practices/SOTA-047.yaml", status="Rejected", reason="folded into SOTA-048")
+        (repo / "data/papers/LIT-083.yaml").unlink()
+        commit(repo, "reject SOTA-047, drop LIT-083")
+        since = runner.invoke(cli, ["publish", "--endpoint", endpoint, "--since", "main~1"], env=NO_CREDENTIALS)
+        assert since.exit_code == 0, since.output
+        assert since.stdout == (
+            f"Updated the default graph at {server}/update: 3 triples inserted, 6 deleted (HTTP 204) in "
+            + since.stdout.rsplit(" in ", 1)[1]
+        )
+        updated = server_triples(server)
+        # The update made exactly what a full publish of HEAD makes.
+        full = runner.invoke(cli, ["publish", "--endpoint", endpoint], env=NO_CREDENTIALS)
+        assert full.exit_code == 0, full.output
+        assert updated == server_triples(server)
+        assert any("folded into SOTA-048" in line for line in updated)
+        # The server now holds HEAD, not main~1: the update would be wrong, so all of it is sent.
+        again = runner.invoke(cli, ["publish", "--endpoint", endpoint, "--since", "main~1"], env=NO_CREDENTIALS)
+        assert again.exit_code == 0, again.output
+        assert again.stdout.startswith("The server's graph is not BASE's (it holds 781 triples, 3 of them not")
+        assert "published the whole graph instead.\nPublished 781 triples" in again.stdout
+        assert server_triples(server) == updated
+        # Nothing changed since HEAD: nothing is sent.
+        same = runner.invoke(cli, ["publish", "--endpoint", endpoint, "--since", "main"], env=NO_CREDENTIALS)
+        assert same.stdout == f"the default graph at {server}/update already holds this graph; nothing sent.\n"
+
+
+def test_publish_since_falls_back_when_the_server_has_no_graph(runner, tmp_path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    with oxigraph(tmp_path / "db") as server:
+        named = ["--graph", GRAPH, "--since", "main"]
+        result = runner.invoke(cli, ["publish", "--endpoint", f"{server}/store", *named], env=NO_CREDENTIALS)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.startswith("The server's graph is not BASE's (it has no such graph)")
+        assert count(server, GRAPH) == 784
+
+
+def test_publish_since_needs_an_update_endpoint_it_can_tell(runner, tmp_path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    monkeypatch.chdir(new_repository(tmp_path / "repo"))
+    port = closed_port()
+    args = ["publish", "--endpoint", f"http://127.0.0.1:{port}/graphs", "--since", "main"]
+    result = runner.invoke(cli, args, env=NO_CREDENTIALS)
+    assert result.exit_code == 2
+    assert "give it with --update-endpoint" in result.output

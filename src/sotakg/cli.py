@@ -818,20 +818,39 @@ def serve_command(
     help="Give up if the server has not answered after this long.",
 )
 @click.option("--max-bytes", default="512M", show_default=True, metavar="SIZE", help="Refuse to send more than this.")
+@click.option(
+    "--since",
+    metavar="BASE",
+    default=None,
+    help="Send only the change since BASE (a git revision or data folder) as one SPARQL Update, "
+    "if the server holds BASE's graph; else publish it all.",
+)
+@click.option("--update-endpoint", metavar="URL", default=None, help="With --since: the SPARQL Update endpoint.")
 @click.pass_context
-def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeout: float, max_bytes: str) -> None:
+def publish_command(
+    ctx: click.Context,
+    endpoint: str,
+    graph: str | None,
+    timeout: float,
+    max_bytes: str,
+    since: str | None,
+    update_endpoint: str | None,
+) -> None:
     """Replace a graph on a SPARQL server with this one, in one request.
 
     One HTTP PUT of the whole graph as N-Triples (SPARQL 1.1 Graph Store
     Protocol), so readers see the old graph or the new one, never half.
     Credentials come from the environment only: SOTAKG_USER and
-    SOTAKG_PASSWORD (basic), or SOTAKG_TOKEN (bearer).
+    SOTAKG_PASSWORD (basic), or SOTAKG_TOKEN (bearer). With --since BASE, only
+    the change since BASE is sent (one SPARQL Update), after checking that the
+    server holds BASE's graph; otherwise the whole graph is published.
 
     Example:
 
     \b
         SOTAKG_TOKEN=... sotakg publish --endpoint http://127.0.0.1:7878/store \\
             --graph https://w3id.org/sotakg
+        sotakg publish --endpoint http://127.0.0.1:7878/store --since HEAD~1
     """
     from .query.remote import cleartext_warning
     from .server.publish import parse_size, publish
@@ -840,5 +859,13 @@ def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeou
     warning = cleartext_warning(endpoint)
     if warning:
         click.echo(f"warning: {warning}", err=True)
+    if since is not None:
+        from .server.publish_since import publish_since
+
+        changed = publish_since(
+            ctx.obj["data"], ctx.obj["store"], endpoint, since, graph, update_endpoint, timeout, limit
+        )
+        click.echo(changed.describe())
+        return
     report = publish(ctx.obj["data"], ctx.obj["store"], endpoint, graph, timeout, limit)
     click.echo(report.describe())
