@@ -982,3 +982,20 @@ def test_mark_findings_counts_duplicates_and_ignores_lines() -> None:
     assert [(f.line, f.state) for f in marked.findings] == [(5, "unchanged"), (6, "new"), (7, "new")]
     assert [(f.line, f.value, f.state) for f in marked.absent] == [(9, "LIT-2", "absent")]
     assert marked.failed() and marked.state_counts() == {"new": 2, "unchanged": 1, "absent": 1}
+
+
+def test_ci_workflow_reviews_pull_requests_against_their_base() -> None:
+    workflow = yaml.safe_load((REPO / ".github/workflows/validate.yml").read_text(encoding="utf-8"))
+    steps = workflow["jobs"]["filing-rules"]["steps"]
+    assert steps[0]["with"]["fetch-depth"] == 0  # the base commit must be in the clone
+    by_name = {step.get("name"): step for step in steps}
+    summary = by_name["Summarize the change"]
+    assert summary["if"] == "github.event_name == 'pull_request'"
+    assert summary["run"].startswith('sotakg diff "$BASE_SHA" --format markdown ')
+    assert summary["run"].endswith('>> "$GITHUB_STEP_SUMMARY"')
+    assert summary["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    checked = by_name["Check the filing rules (new findings only)"]
+    assert checked["run"] == 'sotakg validate --format github --baseline "$BASE_SHA"'
+    assert by_name["Check the filing rules"]["if"] == "github.event_name != 'pull_request'"
+    # Values from the event reach the shell through the environment, never spliced into the script.
+    assert all("${{" not in step.get("run", "") for step in steps)
