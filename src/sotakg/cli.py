@@ -570,7 +570,8 @@ def diff_command(
     with git itself, never checked out. Reports practices added and removed,
     status changes with the new reason, new versions, changed titles,
     summaries, reasons and citations, papers, ADR status and supersession,
-    and topics.
+    and topics. Exit 0 whatever changed; 1 when a side's records cannot be
+    read; 2 for a revision that does not exist or a folder not in git.
 
     Example:
 
