@@ -28,6 +28,7 @@ from sotakg.records.schema import Anthology, Record, load_anthology
 from sotakg.resources import ontology_path
 from sotakg.views.diff import record_changes
 
+from .conftest import SHIPPED_DATA
 from .gitrepo import commit, git, isolate_git, new_repository, set_fields
 from .servers import closed_port, oxigraph
 
@@ -319,19 +320,13 @@ def test_the_same_revision_is_no_change(runner, history: History) -> None:
 
 def test_two_data_folders_need_no_git(runner, tmp_path: Path) -> None:
     old = tmp_path / "old"
-    shutil.copytree(history_free_data(), old)
+    shutil.copytree(SHIPPED_DATA, old)
     new = tmp_path / "new"
     shutil.copytree(old, new)
     (new / "papers" / "LIT-083.yaml").unlink()
     result = runner.invoke(cli, ["--data", str(tmp_path / "nowhere"), "diff", str(old), str(new)])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[2:] == ["Papers", "  LIT-083  paper removed"]
-
-
-def history_free_data() -> Path:
-    from .conftest import SHIPPED_DATA
-
-    return SHIPPED_DATA
 
 
 def test_missing_revision_and_folder_outside_git_are_clear_errors(runner, history: History, tmp_path: Path) -> None:
@@ -357,7 +352,7 @@ def test_a_revision_without_the_data_folder(runner, tmp_path: Path, monkeypatch:
     git(repo, "init", "-q", "-b", "main")
     (repo / "README").write_text("x\n", encoding="utf-8")
     first = commit(repo, "no data yet")
-    shutil.copytree(history_free_data(), repo / "data")
+    shutil.copytree(SHIPPED_DATA, repo / "data")
     monkeypatch.chdir(repo)
     result = diff(runner, first)
     assert result.exit_code == 2
