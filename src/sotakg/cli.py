@@ -481,10 +481,19 @@ from .rules.validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the e
     show_default=True,
     help="The SHACL engine that runs the shapes.",
 )
+@click.option(
+    "--baseline",
+    metavar="BASE",
+    default=None,
+    help="Mark findings new, unchanged or absent against BASE (a git revision or a data folder); "
+    "only new findings fail.",
+)
 @endpoint_options
 @output_option
 @click.pass_context
-def validate_command(ctx: click.Context, format_name: str, strict: bool, engine: str, output: Path | None) -> None:
+def validate_command(
+    ctx: click.Context, format_name: str, strict: bool, engine: str, baseline: str | None, output: Path | None
+) -> None:
     """Check the data against the filing rules (shapes/) and point at the lines to fix.
 
     Builds the store first when the data changed. Exit 0 when there are no
@@ -492,23 +501,90 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
     with --strict), also when a data file cannot be read; 2 for unusable options
     or a missing data folder. With --endpoint, the rules run over the graph
     published there; --data still locates each finding's file and line.
+    With --baseline BASE, BASE is validated too (cached by its git tree) and
+    only findings BASE does not have (new) count for the exit status.
 
     Example:
 
+    \b
         sotakg validate --format github --strict
+        sotakg validate --baseline origin/main --format github
     """
     from .query.formats import write_output
     from .rules.report import render
     from .rules.validate import validate
 
-    report = validate(
-        ctx.obj["data"], ctx.obj["store"], engine=engine, endpoint=ctx.obj.get("endpoint"), graph=ctx.obj.get("graph")
-    )
+    if baseline is not None:
+        from .rules.baseline import validate_against
+
+        report = validate_against(
+            ctx.obj["data"], ctx.obj["store"], baseline, engine=engine, endpoint=ctx.obj.get("endpoint")
+        )
+    else:
+        report = validate(
+            ctx.obj["data"],
+            ctx.obj["store"],
+            engine=engine,
+            endpoint=ctx.obj.get("endpoint"),
+            graph=ctx.obj.get("graph"),
+        )
     write_output(render(report, format_name, strict=strict), output)
     if output is not None and str(output) != "-":
         click.echo(report.summary(), err=True)
     if report.failed(strict):
         ctx.exit(1)
+
+
+# ------------------------------------------------------------------------------------------ diff
+
+
+@cli.command(name="diff")
+@click.argument("base")
+@click.argument("head", required=False)
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(["text", "markdown", "json", "sparql-update"]),
+    default="text",
+    show_default=True,
+    help="text for people, markdown for a PR comment or job summary, json for scripts, "
+    "sparql-update for the update that turns BASE's graph into HEAD's.",
+)
+@click.option("--graph", metavar="IRI", default=None, help="With sparql-update: write into this named graph.")
+@click.option("--link-base", metavar="URL", default=None, help="With markdown: prefix of the links to record files.")
+@output_option
+@click.pass_context
+def diff_command(
+    ctx: click.Context,
+    base: str,
+    head: str | None,
+    format_name: str,
+    graph: str | None,
+    link_base: str | None,
+    output: Path | None,
+) -> None:
+    """Say what a change does to the anthology: records added, removed and changed.
+
+    BASE and HEAD are git revisions of the repository holding --data (HEAD
+    defaults to the working tree), or two data folders. A revision is read
+    with git itself, never checked out. Reports practices added and removed,
+    status changes with the new reason, new versions, changed titles,
+    summaries, reasons and citations, papers, ADR status and supersession,
+    and topics. Exit 0 whatever changed; 1 when a side's records cannot be
+    read; 2 for a revision that does not exist or a folder not in git.
+
+    Example:
+
+    \b
+        sotakg diff origin/main --format markdown >> "$GITHUB_STEP_SUMMARY"
+        sotakg diff HEAD~1 HEAD --format sparql-update -o change.ru
+    """
+    from .query.formats import write_output
+    from .records.revisions import load_side
+    from .views.diff import compute_diff, render_diff
+
+    changes = compute_diff(load_side(ctx.obj["data"], base), load_side(ctx.obj["data"], head))
+    write_output(render_diff(changes, format_name, link_base=link_base, graph=graph), output)
 
 
 # ------------------------------------------------------------------------------------------ console
@@ -743,20 +819,39 @@ def serve_command(
     help="Give up if the server has not answered after this long.",
 )
 @click.option("--max-bytes", default="512M", show_default=True, metavar="SIZE", help="Refuse to send more than this.")
+@click.option(
+    "--since",
+    metavar="BASE",
+    default=None,
+    help="Send only the change since BASE (a git revision or data folder) as one SPARQL Update, "
+    "if the server holds BASE's graph; else publish it all.",
+)
+@click.option("--update-endpoint", metavar="URL", default=None, help="With --since: the SPARQL Update endpoint.")
 @click.pass_context
-def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeout: float, max_bytes: str) -> None:
+def publish_command(
+    ctx: click.Context,
+    endpoint: str,
+    graph: str | None,
+    timeout: float,
+    max_bytes: str,
+    since: str | None,
+    update_endpoint: str | None,
+) -> None:
     """Replace a graph on a SPARQL server with this one, in one request.
 
     One HTTP PUT of the whole graph as N-Triples (SPARQL 1.1 Graph Store
     Protocol), so readers see the old graph or the new one, never half.
     Credentials come from the environment only: SOTAKG_USER and
-    SOTAKG_PASSWORD (basic), or SOTAKG_TOKEN (bearer).
+    SOTAKG_PASSWORD (basic), or SOTAKG_TOKEN (bearer). With --since BASE, only
+    the change since BASE is sent (one SPARQL Update), after checking that the
+    server holds BASE's graph; otherwise the whole graph is published.
 
     Example:
 
     \b
         SOTAKG_TOKEN=... sotakg publish --endpoint http://127.0.0.1:7878/store \\
             --graph https://w3id.org/sotakg
+        sotakg publish --endpoint http://127.0.0.1:7878/store --since HEAD~1
     """
     from .query.remote import cleartext_warning
     from .server.publish import parse_size, publish
@@ -765,5 +860,13 @@ def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeou
     warning = cleartext_warning(endpoint)
     if warning:
         click.echo(f"warning: {warning}", err=True)
+    if since is not None:
+        from .server.publish_since import publish_since
+
+        changed = publish_since(
+            ctx.obj["data"], ctx.obj["store"], endpoint, since, graph, update_endpoint, timeout, limit
+        )
+        click.echo(changed.describe())
+        return
     report = publish(ctx.obj["data"], ctx.obj["store"], endpoint, graph, timeout, limit)
     click.echo(report.describe())
