@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -286,9 +287,25 @@ def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         ctx.ensure_object(dict)[param.name or ""] = value
 
 
+def method_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--method: how queries travel to --endpoint (SPARQL 1.1 Protocol); lands in ctx.obj["method"]."""
+    from .query.remote import METHODS
+
+    return click.option(
+        "--method",
+        type=click.Choice(METHODS),
+        default=None,
+        expose_value=False,
+        callback=_remember,
+        help="With --endpoint: send queries by GET, form POST or direct POST; auto (the default) uses GET "
+        "for short URLs, a form POST for long ones, and tries the other when one is refused (405/415/501).",
+    )(func)
+
+
 def endpoint_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--endpoint URL and --graph IRI: run on a remote SPARQL 1.1 query endpoint instead of the store.
-    The values land in ctx.obj["endpoint"] and ctx.obj["graph"], where query_backend reads them."""
+    """--endpoint URL, --graph IRI and --method: run on a remote SPARQL 1.1 query endpoint instead of
+    the store. The values land in ctx.obj, where query_backend reads them."""
+    func = method_option(func)
     func = click.option(
         "--graph",
         metavar="IRI",
@@ -315,13 +332,15 @@ def query_backend(ctx: click.Context):
     if endpoint is not None:
         from .query.remote import RemoteBackend, cleartext_warning
 
-        backend = RemoteBackend(endpoint, graph)
+        backend = RemoteBackend(endpoint, graph, method=ctx.obj.get("method") or "auto")
         warning = cleartext_warning(endpoint)
         if warning:
             click.echo(f"warning: {warning}", err=True)
         return backend
     if graph is not None:
         raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
+    if ctx.obj.get("method") is not None:
+        raise UsageProblem("--method needs --endpoint: it says how queries travel to a remote server")
     from .query.sparql import LocalBackend
 
     return LocalBackend(ctx.obj["store"], data_dir=ctx.obj["data"])
@@ -439,7 +458,7 @@ def sparql_command(
 @cli.command(name="why")
 @click.argument("record_id", metavar="ID")
 @endpoint_options
-@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0, hidden=True)
+@timeout_option
 @click.pass_context
 def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
     """Tell a record's provenance in prose.
@@ -501,8 +520,15 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
     from .rules.report import render
     from .rules.validate import validate
 
+    if ctx.obj.get("method") is not None and ctx.obj.get("endpoint") is None:
+        raise UsageProblem("--method needs --endpoint: it says how queries travel to a remote server")
     report = validate(
-        ctx.obj["data"], ctx.obj["store"], engine=engine, endpoint=ctx.obj.get("endpoint"), graph=ctx.obj.get("graph")
+        ctx.obj["data"],
+        ctx.obj["store"],
+        engine=engine,
+        endpoint=ctx.obj.get("endpoint"),
+        graph=ctx.obj.get("graph"),
+        method=ctx.obj.get("method") or "auto",
     )
     write_output(render(report, format_name, strict=strict), output)
     if output is not None and str(output) != "-":
@@ -743,14 +769,36 @@ def serve_command(
     help="Give up if the server has not answered after this long.",
 )
 @click.option("--max-bytes", default="512M", show_default=True, metavar="SIZE", help="Refuse to send more than this.")
+@click.option(
+    "--update-endpoint",
+    metavar="URL",
+    default=None,
+    help="The server's SPARQL Update endpoint, for the swap (default: the one beside --endpoint for "
+    "Oxigraph /store, Virtuoso /sparql-graph-crud[-auth] and Fuseki /DATASET/data).",
+)
+@click.option(
+    "--swap/--no-swap",
+    default=True,
+    show_default=True,
+    help="Stage the graph and swap it in with one SPARQL MOVE, or PUT it onto the target directly.",
+)
 @click.pass_context
-def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeout: float, max_bytes: str) -> None:
-    """Replace a graph on a SPARQL server with this one, in one request.
+def publish_command(
+    ctx: click.Context,
+    endpoint: str,
+    graph: str | None,
+    timeout: float,
+    max_bytes: str,
+    update_endpoint: str | None,
+    swap: bool,
+) -> None:
+    """Replace a graph on a SPARQL server with this one, so readers never see half of it.
 
-    One HTTP PUT of the whole graph as N-Triples (SPARQL 1.1 Graph Store
-    Protocol), so readers see the old graph or the new one, never half.
-    Credentials come from the environment only: SOTAKG_USER and
-    SOTAKG_PASSWORD (basic), or SOTAKG_TOKEN (bearer).
+    The graph is streamed as N-Triples (SPARQL 1.1 Graph Store Protocol) into a
+    staging graph, then swapped onto the target with one SPARQL Update (MOVE);
+    without an update endpoint, it goes in one PUT onto the target. Credentials
+    come from the environment only: SOTAKG_USER and SOTAKG_PASSWORD (Basic or
+    Digest, as the server asks), or SOTAKG_TOKEN (bearer).
 
     Example:
 
@@ -765,5 +813,47 @@ def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeou
     warning = cleartext_warning(endpoint)
     if warning:
         click.echo(f"warning: {warning}", err=True)
-    report = publish(ctx.obj["data"], ctx.obj["store"], endpoint, graph, timeout, limit)
+    with _upload_progress() as progress:
+        report = publish(
+            ctx.obj["data"],
+            ctx.obj["store"],
+            endpoint,
+            graph,
+            timeout,
+            limit,
+            update_endpoint=update_endpoint,
+            swap=swap,
+            progress=progress,
+        )
     click.echo(report.describe())
+
+
+@contextmanager
+def _upload_progress() -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback that shows a bar on a terminal once an upload has taken a second; none
+    when standard error is not a terminal (CI logs)."""
+    import sys
+    import time
+
+    if not sys.stderr.isatty():
+        yield None
+        return
+    started = time.monotonic()
+    bar: Any = None
+    shown = 0
+
+    def progress(sent: int, total: int) -> None:
+        nonlocal bar, shown
+        if bar is None:
+            if time.monotonic() - started < 1.0:
+                return
+            bar = click.progressbar(length=total, label="Publishing", file=sys.stderr)
+            bar.__enter__()
+        bar.update(sent - shown)
+        shown = sent
+
+    try:
+        yield progress
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
