@@ -325,17 +325,24 @@ def endpoint_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+def warn_cleartext(endpoint: str) -> None:
+    """Warn on standard error when the environment's credentials would go unencrypted to another host."""
+    from .query.remote import cleartext_warning
+
+    warning = cleartext_warning(endpoint)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+
+
 def query_backend(ctx: click.Context):
     """The backend queries run on: the remote endpoint of --endpoint (and --graph), else the embedded
     store, rebuilt first when the data changed. The one place that chooses."""
     endpoint, graph = ctx.obj.get("endpoint"), ctx.obj.get("graph")
     if endpoint is not None:
-        from .query.remote import RemoteBackend, cleartext_warning
+        from .query.remote import RemoteBackend
 
         backend = RemoteBackend(endpoint, graph, method=ctx.obj.get("method") or "auto")
-        warning = cleartext_warning(endpoint)
-        if warning:
-            click.echo(f"warning: {warning}", err=True)
+        warn_cleartext(endpoint)
         return backend
     if graph is not None:
         raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
@@ -522,6 +529,8 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
 
     if ctx.obj.get("method") is not None and ctx.obj.get("endpoint") is None:
         raise UsageProblem("--method needs --endpoint: it says how queries travel to a remote server")
+    if ctx.obj.get("endpoint") is not None:
+        warn_cleartext(ctx.obj["endpoint"])
     report = validate(
         ctx.obj["data"],
         ctx.obj["store"],
@@ -806,13 +815,10 @@ def publish_command(
         SOTAKG_TOKEN=... sotakg publish --endpoint http://127.0.0.1:7878/store \\
             --graph https://w3id.org/sotakg
     """
-    from .query.remote import cleartext_warning
     from .server.publish import parse_size, publish
 
     limit = parse_size(max_bytes)
-    warning = cleartext_warning(endpoint)
-    if warning:
-        click.echo(f"warning: {warning}", err=True)
+    warn_cleartext(endpoint)
     with _upload_progress() as progress:
         report = publish(
             ctx.obj["data"],

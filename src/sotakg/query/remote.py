@@ -54,7 +54,8 @@ ENV_USER = "SOTAKG_USER"
 ENV_PASSWORD = "SOTAKG_PASSWORD"
 ENV_TOKEN = "SOTAKG_TOKEN"
 CREDENTIALS_HINT = (
-    f"set {ENV_USER} and {ENV_PASSWORD} (basic authentication) or {ENV_TOKEN} (a bearer token) in the environment"
+    f"set {ENV_USER} and {ENV_PASSWORD} (Basic or Digest, as the server asks) or {ENV_TOKEN} (a bearer token) "
+    "in the environment"
 )
 
 #: Largest answer read from an endpoint (bytes) before the request is abandoned.
