@@ -270,18 +270,19 @@ def test_bindings_go_first_in_the_where_group_as_escaped_terms():
     bound = with_values(text, {Variable("text"): Literal('"} } ; DROP ALL #'), Variable("p"): NamedNode("http://x/a")})
     assert bound == (
         "SELECT ?text ?p WHERE {\n"
-        'VALUES (?text ?p) { ("\\"} } ; DROP ALL #" <http://x/a>) }\n'
+        'BIND("\\"} } ; DROP ALL #" AS ?text)\n'
+        "BIND(<http://x/a> AS ?p)\n"
         " ?p dcterms:title ?t FILTER(CONTAINS(?t, ?text)) }"
     )
     construct = "CONSTRUCT { ?x ?p ?o } WHERE { ?x ?p ?o }"
     assert with_values(construct, {Variable("x"): NamedNode("http://x/a")}) == (
-        "CONSTRUCT { ?x ?p ?o } WHERE {\nVALUES (?x) { (<http://x/a>) }\n ?x ?p ?o }"
+        "CONSTRUCT { ?x ?p ?o } WHERE {\nBIND(<http://x/a> AS ?x)\n ?x ?p ?o }"
     )
     short = "CONSTRUCT WHERE { ?x ?p ?o }"
     assert with_values(short, {Variable("x"): NamedNode("http://x/a")}) == short + "\nVALUES (?x) { (<http://x/a>) }\n"
     exists = "SELECT (EXISTS { ?a ?b ?c } AS ?e) ?x { ?x ?p ?o }"
     assert with_values(exists, {Variable("x"): NamedNode("http://x/a")}) == (
-        "SELECT (EXISTS { ?a ?b ?c } AS ?e) ?x {\nVALUES (?x) { (<http://x/a>) }\n ?x ?p ?o }"
+        "SELECT (EXISTS { ?a ?b ?c } AS ?e) ?x {\nBIND(<http://x/a> AS ?x)\n ?x ?p ?o }"
     )
 
 

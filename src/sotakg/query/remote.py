@@ -646,16 +646,24 @@ def prologue(text: str, prefixes: Mapping[str, str]) -> str:
     return "".join(f"PREFIX {name}: <{iri}>\n" for name, iri in prefixes.items() if name not in own)
 
 
+def binds_clause(bindings: Bindings) -> str:
+    """``bindings`` as ``BIND(term AS ?var)`` lines, terms written by pyoxigraph (escaped)."""
+    return "\n" + "".join(f"BIND({term} AS ?{variable.value})\n" for variable, term in bindings.items())
+
+
 def with_values(text: str, bindings: Bindings) -> str:
-    """The query with ``bindings`` stated as a ``VALUES`` block (``sparql.values_clause``: terms written
-    by pyoxigraph, escaped) placed first in the query's WHERE group.
+    """The query with ``bindings`` stated first in the query's WHERE group, as ``BIND(term AS ?var)``
+    (``binds_clause``: terms written by pyoxigraph, escaped).
 
     There, as with pyoxigraph's substitutions, the values are in scope for the group's FILTERs, BINDs
-    and GROUP BY; a block after the whole query would only be joined with its finished answer. A
-    query without a WHERE group to hold it (``DESCRIBE <x>``, ``CONSTRUCT WHERE { ... }``, which
-    has no FILTER) gets the block at its end, which is equivalent there.
+    and GROUP BY; a block after the whole query would only be joined with its finished answer. A BIND
+    at the head of a group is the same join as a one-row ``VALUES`` block, and unlike one, Virtuoso 7
+    takes it as the bound start of a transitive property path (with VALUES it finds nothing, or
+    refuses the query). A query without a WHERE group to hold it (``DESCRIBE <x>``, ``CONSTRUCT WHERE
+    { ... }``, which has no FILTER) gets a ``VALUES`` block (``sparql.values_clause``) at its end, which
+    is equivalent there.
     """
-    block = values_clause(bindings)
+    block = binds_clause(bindings)
     form: str | None = None
     depth = 0
     groups_seen = 0
@@ -679,7 +687,7 @@ def with_values(text: str, bindings: Bindings) -> str:
             depth += 1
         elif token.text in ")}]":
             depth = max(depth - 1, 0)
-    return text + block
+    return text + values_clause(bindings)
 
 
 def check_syntax(text: str, prefixes: Mapping[str, str]) -> None:
