@@ -454,3 +454,39 @@ def test_bad_addresses_are_usage_errors(runner, built_store, args, message):
     result = publish(runner, built_store, *args)
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_a_progress_bar_shows_on_a_terminal_once_a_second_has_passed(monkeypatch):
+    import io
+    import sys
+
+    from sotakg import cli as cli_module
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    now = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with cli_module._upload_progress() as progress:
+        assert progress is not None
+        now[0] = 100.5
+        progress(10_000, 109_908)
+        assert terminal.getvalue() == ""  # under a second: no bar
+        now[0] = 101.5
+        progress(60_000, 109_908)
+        progress(109_908, 109_908)
+    assert "Publishing" in terminal.getvalue() and "100%" in terminal.getvalue()
+
+
+def test_no_progress_bar_in_ci_logs(monkeypatch):
+    import io
+    import sys
+
+    from sotakg import cli as cli_module
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    with cli_module._upload_progress() as progress:
+        assert progress is None

@@ -305,3 +305,12 @@ def test_a_read_only_endpoint_says_so(runner, built_store, published, tmp_path):
     assert "the server is read-only here: it refuses to change the graph" in result.stderr
     assert "SOTAKG_USER" not in result.stderr and "credentials" not in result.stderr
     assert count(published, GRAPH) == TRIPLES
+
+
+def test_a_missing_virtuoso_is_named_with_its_install_command(monkeypatch):
+    import shutil as shutil_module
+
+    monkeypatch.setattr(shutil_module, "which", lambda name: None)
+    assert virtuoso_missing() == (
+        "virtuoso-t and isql-vt not installed; install Virtuoso 7 with: apt-get install -y virtuoso-opensource"
+    )
