@@ -4,6 +4,8 @@
 Every request has a time limit on the whole exchange (connecting, waiting, and reading the answer)
 and a cap on the answer's size: a SPARQL server streams results, and an unbounded SELECT can send
 gigabytes in seconds. Redirects are not followed, so credentials never travel to another address.
+A bearer token goes with every request; a user and password only in the form the server's challenge
+asks for (Digest, else Basic). Queries go by GET, form POST or direct POST (``RemoteBackend.method``).
 
 An answer is read strictly. The Oxigraph server, for one, reports a query stopped at its time limit
 by writing an error message into a body it has already begun with HTTP 200; such an answer, or one
@@ -144,13 +146,9 @@ class Credentials:
     """Credentials from the environment: a bearer ``token``, or a ``user`` and ``password`` whose scheme
     (Basic or Digest) the server's challenge decides."""
 
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # never in a message or a traceback
     user: str | None = None
-    password: str | None = None
-
-    @property
-    def source(self) -> str:
-        return ENV_TOKEN if self.token else f"{ENV_USER}/{ENV_PASSWORD}"
+    password: str | None = field(default=None, repr=False)
 
 
 def credentials(environ: Mapping[str, str] | None = None) -> Credentials | None:

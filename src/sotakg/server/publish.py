@@ -143,13 +143,16 @@ class NTriplesStream:
         return cls(store, triples, size)
 
     def body(self, progress: Callable[[int], None] | None = None) -> StreamedBody:
-        """The body to send; ``progress`` is told each chunk's size as it goes."""
+        """The body to send; ``progress`` is told how many bytes have gone, after each chunk (from 0
+        again when the body is sent again)."""
 
         def chunks() -> Iterator[bytes]:
+            sent = 0
             for chunk in _ntriples_chunks(self.store):
                 yield chunk
+                sent += len(chunk)
                 if progress is not None:
-                    progress(len(chunk))
+                    progress(sent)
 
         return StreamedBody(self.size, chunks)
 
@@ -203,11 +206,8 @@ def publish(
             f"the graph is {stream.size} bytes of N-Triples, over the limit of {max_bytes} bytes; raise it with "
             f"--max-bytes (the server may have a limit of its own)"
         )
-    sent = 0
 
-    def advance(size: int) -> None:
-        nonlocal sent
-        sent += size
+    def advance(sent: int) -> None:
         if progress is not None:
             progress(sent, stream.size)
 
@@ -225,7 +225,7 @@ def publish(
     if not moved.ok:
         _drop_quietly(swap_at, staging, timeout, environ)
         message = refusal_message(moved, swap_at, environ, writing=True)
-        if graph is None and "default" in moved.excerpt(2000).lower():
+        if graph is None and moved.status not in (401, 403) and "default" in moved.excerpt(2000).lower():
             message += "\nthis server has no default graph to replace: pass --graph IRI to publish into a named graph"
         elif moved.status in (404, 405):
             message += "\nis it the server's SPARQL Update endpoint? give the right one with --update-endpoint"
@@ -269,7 +269,7 @@ def _check_put(answer: HttpAnswer, url: str, graph: str | None, environ: Mapping
     if answer.ok:
         return
     message = refusal_message(answer, url, environ, writing=True)
-    if graph is None and "default" in answer.excerpt(2000).lower():
+    if graph is None and answer.status not in (401, 403) and "default" in answer.excerpt(2000).lower():
         message += "\nthis server has no default graph to replace: pass --graph IRI to publish into a named graph"
     elif answer.status in (404, 405):
         message += (
