@@ -148,6 +148,25 @@ def test_each_protocol_method_gets_the_same_answer(runner, built_store, publishe
     assert remote.stdout == local.stdout and local.stdout.count("\n") > 2
 
 
+def test_a_direct_post_answers_on_oxigraph_and_times_out_on_virtuoso(runner, built_store, published):
+    """Why ``auto`` never POSTs the query as its body: Virtuoso 7 never answers that; the deadline holds."""
+    query = "SELECT (COUNT(*) AS ?n) WHERE { ?p a sota:Practice }"
+    started = time.monotonic()
+    result = run(
+        runner, built_store, "sparql", query, "-f", "csv", "--endpoint", published.query, "--graph", GRAPH,
+        "--method", "post-direct", "--timeout", "1",
+    )  # fmt: skip
+    if published.name == "virtuoso":
+        assert result.exit_code == 1
+        assert result.stderr.endswith(" did not answer within 1 s; raise --timeout or narrow the query\n"), (
+            result.stderr
+        )
+        assert time.monotonic() - started < 5
+    else:
+        assert result.exit_code == 0, result.output
+        assert result.stdout == "n\n42\n"
+
+
 def test_a_long_query_goes_as_a_form_post_and_answers(runner, built_store, published):
     padding = "# " + "x" * 3000 + "\n"  # past the safe GET length: auto switches to a form POST
     query = padding + "SELECT (COUNT(*) AS ?n) WHERE { ?p a sota:Practice }"
