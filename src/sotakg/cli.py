@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -286,9 +287,25 @@ def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         ctx.ensure_object(dict)[param.name or ""] = value
 
 
+def method_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--method: how queries travel to --endpoint (SPARQL 1.1 Protocol); lands in ctx.obj["method"]."""
+    from .query.remote import METHODS
+
+    return click.option(
+        "--method",
+        type=click.Choice(METHODS),
+        default=None,
+        expose_value=False,
+        callback=_remember,
+        help="With --endpoint: send queries by GET, form POST or direct POST; auto (the default) uses GET "
+        "for short URLs, a form POST for long ones, and tries the other when one is refused (405/415/501).",
+    )(func)
+
+
 def endpoint_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--endpoint URL and --graph IRI: run on a remote SPARQL 1.1 query endpoint instead of the store.
-    The values land in ctx.obj["endpoint"] and ctx.obj["graph"], where query_backend reads them."""
+    """--endpoint URL, --graph IRI and --method: run on a remote SPARQL 1.1 query endpoint instead of
+    the store. The values land in ctx.obj, where query_backend reads them."""
+    func = method_option(func)
     func = click.option(
         "--graph",
         metavar="IRI",
@@ -308,20 +325,29 @@ def endpoint_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+def warn_cleartext(endpoint: str) -> None:
+    """Warn on standard error when the environment's credentials would go unencrypted to another host."""
+    from .query.remote import cleartext_warning
+
+    warning = cleartext_warning(endpoint)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+
+
 def query_backend(ctx: click.Context):
     """The backend queries run on: the remote endpoint of --endpoint (and --graph), else the embedded
     store, rebuilt first when the data changed. The one place that chooses."""
     endpoint, graph = ctx.obj.get("endpoint"), ctx.obj.get("graph")
     if endpoint is not None:
-        from .query.remote import RemoteBackend, cleartext_warning
+        from .query.remote import RemoteBackend
 
-        backend = RemoteBackend(endpoint, graph)
-        warning = cleartext_warning(endpoint)
-        if warning:
-            click.echo(f"warning: {warning}", err=True)
+        backend = RemoteBackend(endpoint, graph, method=ctx.obj.get("method") or "auto")
+        warn_cleartext(endpoint)
         return backend
     if graph is not None:
         raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
+    if ctx.obj.get("method") is not None:
+        raise UsageProblem("--method needs --endpoint: it says how queries travel to a remote server")
     from .query.sparql import LocalBackend
 
     return LocalBackend(ctx.obj["store"], data_dir=ctx.obj["data"])
@@ -439,7 +465,7 @@ def sparql_command(
 @cli.command(name="why")
 @click.argument("record_id", metavar="ID")
 @endpoint_options
-@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0, hidden=True)
+@timeout_option
 @click.pass_context
 def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
     """Tell a record's provenance in prose.
@@ -514,6 +540,10 @@ def validate_command(
     from .rules.report import render
     from .rules.validate import validate
 
+    if ctx.obj.get("method") is not None and ctx.obj.get("endpoint") is None:
+        raise UsageProblem("--method needs --endpoint: it says how queries travel to a remote server")
+    if ctx.obj.get("endpoint") is not None:
+        warn_cleartext(ctx.obj["endpoint"])
     if baseline is not None:
         from .rules.baseline import validate_against
 
@@ -527,6 +557,7 @@ def validate_command(
             engine=engine,
             endpoint=ctx.obj.get("endpoint"),
             graph=ctx.obj.get("graph"),
+            method=ctx.obj.get("method") or "auto",
         )
     write_output(render(report, format_name, strict=strict), output)
     if output is not None and str(output) != "-":
@@ -826,7 +857,19 @@ def serve_command(
     help="Send only the change since BASE (a git revision or data folder) as one SPARQL Update, "
     "if the server holds BASE's graph; else publish it all.",
 )
-@click.option("--update-endpoint", metavar="URL", default=None, help="With --since: the SPARQL Update endpoint.")
+@click.option(
+    "--update-endpoint",
+    metavar="URL",
+    default=None,
+    help="The server's SPARQL Update endpoint, for the swap and for --since (default: the one beside "
+    "--endpoint for Oxigraph /store, Virtuoso /sparql-graph-crud[-auth] and Fuseki /DATASET/data).",
+)
+@click.option(
+    "--swap/--no-swap",
+    default=True,
+    show_default=True,
+    help="Stage the graph and swap it in with one SPARQL MOVE, or PUT it onto the target directly.",
+)
 @click.pass_context
 def publish_command(
     ctx: click.Context,
@@ -836,15 +879,17 @@ def publish_command(
     max_bytes: str,
     since: str | None,
     update_endpoint: str | None,
+    swap: bool,
 ) -> None:
-    """Replace a graph on a SPARQL server with this one, in one request.
+    """Replace a graph on a SPARQL server with this one, so readers never see half of it.
 
-    One HTTP PUT of the whole graph as N-Triples (SPARQL 1.1 Graph Store
-    Protocol), so readers see the old graph or the new one, never half.
-    Credentials come from the environment only: SOTAKG_USER and
-    SOTAKG_PASSWORD (basic), or SOTAKG_TOKEN (bearer). With --since BASE, only
-    the change since BASE is sent (one SPARQL Update), after checking that the
-    server holds BASE's graph; otherwise the whole graph is published.
+    The graph is streamed as N-Triples (SPARQL 1.1 Graph Store Protocol) into a
+    staging graph, then swapped onto the target with one SPARQL Update (MOVE);
+    without an update endpoint, it goes in one PUT onto the target. Credentials
+    come from the environment only: SOTAKG_USER and SOTAKG_PASSWORD (Basic or
+    Digest, as the server asks), or SOTAKG_TOKEN (bearer). With --since BASE,
+    only the change since BASE is sent (one SPARQL Update), after checking that
+    the server holds BASE's graph; otherwise the whole graph is published.
 
     Example:
 
@@ -853,13 +898,10 @@ def publish_command(
             --graph https://w3id.org/sotakg
         sotakg publish --endpoint http://127.0.0.1:7878/store --since HEAD~1
     """
-    from .query.remote import cleartext_warning
     from .server.publish import parse_size, publish
 
     limit = parse_size(max_bytes)
-    warning = cleartext_warning(endpoint)
-    if warning:
-        click.echo(f"warning: {warning}", err=True)
+    warn_cleartext(endpoint)
     if since is not None:
         from .server.publish_since import publish_since
 
@@ -868,5 +910,47 @@ def publish_command(
         )
         click.echo(changed.describe())
         return
-    report = publish(ctx.obj["data"], ctx.obj["store"], endpoint, graph, timeout, limit)
+    with _upload_progress() as progress:
+        report = publish(
+            ctx.obj["data"],
+            ctx.obj["store"],
+            endpoint,
+            graph,
+            timeout,
+            limit,
+            update_endpoint=update_endpoint,
+            swap=swap,
+            progress=progress,
+        )
     click.echo(report.describe())
+
+
+@contextmanager
+def _upload_progress() -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback that shows a bar on a terminal once an upload has taken a second; none
+    when standard error is not a terminal (CI logs)."""
+    import sys
+    import time
+
+    if not sys.stderr.isatty():
+        yield None
+        return
+    started = time.monotonic()
+    bar: Any = None
+    shown = 0
+
+    def progress(sent: int, total: int) -> None:
+        nonlocal bar, shown
+        if bar is None:
+            if time.monotonic() - started < 1.0:
+                return
+            bar = click.progressbar(length=total, label="Publishing", file=sys.stderr)
+            bar.__enter__()
+        bar.update(sent - shown)
+        shown = sent
+
+    try:
+        yield progress
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)

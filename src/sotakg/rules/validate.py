@@ -471,13 +471,15 @@ def validate(
     endpoint: str | None = None,
     graph: str | None = None,
     timeout: float = 30.0,
+    method: str = "auto",
 ) -> ValidationReport:
     """Validate the data folder against the filing rules, building the store first if it is stale.
 
     Data files that cannot be read are reported as ``data-readable`` findings (the store is left
     alone); a missing data folder raises DataFolderMissing (a UsageProblem). With ``endpoint``, the
-    rules run over the graph published there (``graph`` names a named graph) instead of the embedded
-    store; the data folder still gives the file and line of each finding.
+    rules run over the graph published there (``graph`` names a named graph; ``method`` says how the
+    query travels, as in ``remote.RemoteBackend``) instead of the embedded store; the data folder
+    still gives the file and line of each finding.
     """
     if graph is not None and endpoint is None:
         raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
@@ -502,7 +504,7 @@ def validate(
         from ..query.remote import fetch_graph
 
         store = Store()
-        store.load(fetch_graph(endpoint, graph, timeout=timeout), format=RdfFormat.N_TRIPLES)
+        store.load(fetch_graph(endpoint, graph, timeout=timeout, method=method), format=RdfFormat.N_TRIPLES)
     else:
         from ..graph.open import open_graph
 

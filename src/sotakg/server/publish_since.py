@@ -14,7 +14,6 @@ same size apart, and a wrong guess here corrupts the published graph.
 from __future__ import annotations
 
 import time
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,20 +22,18 @@ from ..errors import EndpointError, UsageProblem
 from ..graph.delta import sparql_update, triple_delta
 from ..query.remote import (
     N_TRIPLES,
-    auth_headers,
+    authorized_request,
     check_endpoint,
     check_graph_iri,
-    http_request,
     refusal_message,
 )
 from ..query.sparql import DEFAULT_TIMEOUT
 from ..records.revisions import load_side
 from ..records.schema import Anthology, load_anthology
-from .publish import DEFAULT_MAX_BYTES, PublishReport, graph_store_url, publish
+from .publish import DEFAULT_MAX_BYTES, PublishReport, graph_store_url, publish, update_endpoint_beside
 
 SPARQL_UPDATE = "application/sparql-update"
 #: Graph Store endpoints whose update endpoint is a sibling (Oxigraph /store, Fuseki /DATASET/data).
-_STORE_NAMES = ("store", "data")
 
 
 @dataclass(frozen=True)
@@ -67,16 +64,15 @@ class SinceReport:
 
 
 def update_endpoint_for(endpoint: str) -> str:
-    """The update endpoint beside a Graph Store endpoint (``.../store`` or ``.../data`` becomes
-    ``.../update``); UsageProblem when it cannot be told, asking for --update-endpoint."""
-    parts = urllib.parse.urlsplit(endpoint)
-    head, _slash, last = parts.path.rstrip("/").rpartition("/")
-    if last not in _STORE_NAMES:
+    """The update endpoint beside a Graph Store endpoint of a known server layout; UsageProblem when
+    it cannot be told, asking for --update-endpoint."""
+    beside = update_endpoint_beside(endpoint)
+    if beside is None:
         raise UsageProblem(
             f"cannot tell the update endpoint of {endpoint}; give it with --update-endpoint "
             f"(Oxigraph: http://HOST:7878/update, Fuseki: http://HOST:3030/DATASET/update)"
         )
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, f"{head}/update", "", ""))
+    return beside
 
 
 def _graph_triples(ntriples: bytes) -> set[tuple[object, object, object]]:
@@ -101,8 +97,9 @@ def server_graph(
 ) -> set[tuple[object, object, object]] | None:
     """The server's graph, or None when it has none (404). EndpointError for other refusals."""
     url = graph_store_url(endpoint, graph)
-    headers = {"Accept": N_TRIPLES, **auth_headers(environ)}
-    answer = http_request("GET", url, headers=headers, timeout=timeout, max_bytes=max_bytes)
+    answer = authorized_request(
+        "GET", url, headers={"Accept": N_TRIPLES}, timeout=timeout, max_bytes=max_bytes, environ=environ
+    )
     if answer.status == 404:
         return None
     if not answer.ok:
@@ -151,11 +148,12 @@ def publish_since(
     body = sparql_update(delta, graph).encode("utf-8")
     if len(body) > max_bytes:
         raise EndpointError(f"the update is {len(body)} bytes, over the limit of {max_bytes} bytes; raise --max-bytes")
-    headers = {"Content-Type": SPARQL_UPDATE, **auth_headers(environ)}
     started = time.perf_counter()
-    answer = http_request("POST", update_url, body=body, headers=headers, timeout=timeout)
+    answer = authorized_request(
+        "POST", update_url, body=body, headers={"Content-Type": SPARQL_UPDATE}, timeout=timeout, environ=environ
+    )
     if not answer.ok:
-        message = refusal_message(answer, update_url, environ)
+        message = refusal_message(answer, update_url, environ, writing=True)
         if answer.status in (403, 404, 405):
             message += "\ndoes the server take updates there? without --since, publish sends the whole graph"
         raise EndpointError(message)
