@@ -439,7 +439,7 @@ def sparql_command(
 @cli.command(name="why")
 @click.argument("record_id", metavar="ID")
 @endpoint_options
-@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0, hidden=True)
+@timeout_option
 @click.pass_context
 def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
     """Tell a record's provenance in prose.
