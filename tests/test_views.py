@@ -189,7 +189,7 @@ def test_rejected_practices_look_different(runner, built_store):
     assert (
         '  "SOTA_049" [label="SOTA-049 (Rejected)\\nSet buffer size to network…", shape="box", '
         'style="filled,rounded,dashed", fillcolor="#fde8e8", color="#c53030", fontcolor="#9b2c2c", '
-        'tooltip="SOTA-049 (Rejected): Set buffer size to network bandwidth-delay product"];'
+        'tooltip="SOTA-049 (Rejected)\\nSet buffer size to network bandwidth-delay product"];'
     ) in dot
     assert '  "SOTA_048" [label="SOTA-048\\nGroup small tensors before communication", shape="box", ' in dot
 
@@ -273,11 +273,65 @@ def test_dot_of_each_view_renders_with_graphviz():
     for source, svg in zip(sources, svgs, strict=True):
         assert svg.startswith('<?xml version="1.0" encoding="UTF-8" standalone="no"?>')
         assert svg.rstrip().endswith("</svg>")
-        declared = len(re.findall(r"^  \"\w+\" \[label=", source, re.M))
-        drawn_edges = len(re.findall(r"^  \"\w+\" -> ", source, re.M))
+        declared = len(re.findall(r"^  \"\w+\" \[(?:shape=plain, )?label=", source, re.M))
+        drawn_edges = len(re.findall(r"^  \"\w+\"(?::\"\w+\"(?::[ew])?)? -> ", source, re.M))
         assert svg.count('class="node"') == declared
         assert svg.count('class="edge"') == drawn_edges
     assert ">SOTA&#45;049 (Rejected)</text>" in svgs[1]
+
+
+#: The site's page is 74rem wide less 1.5rem of padding each side, at 16px a rem: 1136px, or 852pt.
+SITE_PAGE_WIDTH_PT = (74 - 3) * 16 * 72 / 96
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (apt-get install graphviz)")
+def test_the_topic_diagram_is_grouped_and_fits_the_site_page(backend):
+    """42 practices filed under one topic: one table per status and one for the papers, one "filed
+    under" arrow per table, and a drawing within the site's page width, not many times taller."""
+    view = run_view(backend, "topic", {"topic": "distributed-optimization"})
+    source = to_dot(diagram_from_triples(view.triples), "topic distributed-optimization")
+    headings = re.findall(r"<B>([^<]+)</B>", source)
+    assert headings == ["Active practices (28)", "Proposed practices (8)", "Rejected practices (6)", "Papers (18)"]
+    assert source.count('label="filed under"') == 3  # one per practice table (papers are not filed here)
+    rows = re.findall(r'<TD PORT="(\w+)"', source)
+    assert len(rows) == len(set(rows)) == 28 + 8 + 6 + 18
+    svg = render_svgs([source])[0]
+    width, height = (float(n) for n in re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups())
+    assert width <= SITE_PAGE_WIDTH_PT
+    assert height <= 3 * width
+
+
+def test_a_topic_with_few_records_is_drawn_node_by_node():
+    def filed(n: int) -> list[Triple]:
+        practice = iri(f"SOTA-{n:03}")
+        return [
+            Triple(practice, NamedNode(v.FILED_UNDER), NamedNode(v.TOPIC + "small")),
+            Triple(practice, NamedNode(v.TYPE), NamedNode(v.PRACTICE)),
+        ]
+
+    twelve = [t for n in range(1, 13) for t in filed(n)]
+    source = to_dot(diagram_from_triples(twelve))
+    assert "TABLE" not in source and source.count('label="filed under"') == 12
+    paper = Triple(iri("LIT-001"), NamedNode(v.FILED_UNDER), NamedNode(v.TOPIC + "small"))  # untyped: not grouped
+    source = to_dot(diagram_from_triples([*twelve, *filed(13), paper]))
+    assert source.count("<TABLE") == 1 and source.count('label="filed under"') == 2
+    assert '"LIT_001" -> "small" [label="filed under"' in source
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (apt-get install graphviz)")
+def test_svg_tooltips_have_real_line_breaks(backend):
+    """Graphviz shows a node's label as its tooltip, with the label's \\n escape spelt out; each node
+    and table row gets its own tooltip whose line break is a real one."""
+    for name, params in (("citations", {}), ("topic", {"topic": "distributed-optimization"})):
+        diagram = diagram_from_triples(run_view(backend, name, params).triples)
+        links = {node.iri: f"{node.name}.html" for node in diagram.nodes}
+        svg = render_svgs([to_dot(diagram, name, links)])[0]
+        titles = re.findall(r'xlink:title="([^"]*)"', svg)
+        assert titles and not [t for t in titles if "\\n" in t]
+        assert "LIT&#45;016&#10;Huang et al. (2018)" in titles
+        assert "SOTA&#45;049 (Rejected)&#10;Set buffer size to network bandwidth&#45;delay product" in titles or (
+            "SOTA&#45;049&#10;Set buffer size to network bandwidth&#45;delay product" in titles
+        )
 
 
 # ------------------------------------------------------------------------------------------ the command
