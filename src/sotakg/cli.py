@@ -637,6 +637,8 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
     from .views.site import build_site
 
     report = build_site(query_backend(ctx), folder, graphviz=False if mermaid else None, timeout=timeout)
+    for note in report.notes:
+        click.echo(f"Note: {note}.", err=True)
     click.echo(report.summary(folder))
 
 
