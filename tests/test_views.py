@@ -511,3 +511,19 @@ def test_views_shows_one_view_in_full(runner):
     unknown = runner.invoke(cli, ["views", "topik"])
     assert unknown.exit_code == 2
     assert "no view called 'topik'; did you mean topic?" in unknown.output
+
+
+FORMAT_RUNS = [
+    *(["export", "view", "rejections", "--format", fmt] for fmt in ("ttl", "nt", "jsonld", "mermaid", "dot")),
+    *(["export", "rdf", "-f", fmt] for fmt in ("turtle", "ntriples", "nquads", "trig", "jsonld", "rdfxml")),
+    *(["sparql", "DESCRIBE id:SOTA-049", "--format", fmt] for fmt in ("turtle", "ntriples", "jsonld", "rdfxml")),
+    *(["sparql", "SELECT ?p WHERE { ?p a sota:Practice } LIMIT 2", "--format", fmt] for fmt in ("csv", "tsv", "xml")),
+    *(["sparql", "ASK {}", "--format", fmt] for fmt in ("table", "csv", "tsv", "json", "xml")),
+]
+
+
+@pytest.mark.parametrize("args", FORMAT_RUNS, ids=[" ".join(a[:2] + a[-1:]) for a in FORMAT_RUNS])
+def test_output_ends_with_a_line_break_in_every_format(runner, built_store, args):
+    result = invoke(runner, built_store, *args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("\n") and not result.stdout.endswith("\n\n\n")
