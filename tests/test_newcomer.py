@@ -30,10 +30,16 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dic
     # An environment as a newcomer's shell has it: nothing of this checkout on the import path.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "COLUMNS", "LINES")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", HOME=str(root), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # pip's download cache stays the machine's, so a rerun does not fetch every package again
+    env["PIP_CACHE_DIR"] = os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
     # A copy of the checkout without its local state, so the build sees only what a clone has.
     source = root / "source"
     shutil.copytree(
-        REPO, source, ignore=shutil.ignore_patterns(".git", ".sotakg", "__pycache__", "node_modules", "*.egg-info")
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".sotakg", "__pycache__", "node_modules", "*.egg-info", ".work", ".*_cache", ".hypothesis"
+        ),
     )
     pip = subprocess.run(
         [str(bin_dir / "pip"), "install", "--quiet", str(source)], env=env, capture_output=True, text=True, timeout=600
