@@ -199,10 +199,11 @@ _MERMAID_ID = r"[A-Za-z][A-Za-z0-9_]*"
 _MERMAID_LABEL = r'"(?:[^"<>#]|#(?:quot|lt|gt|amp|\d+);|<br/>)*"'
 _MERMAID_SHAPES = [("(", ")"), ("[", "]"), ("([", "])"), ("[[", "]]"), ("{{", "}}"), ("[(", ")]")]
 _MERMAID_NODE = re.compile(
-    rf"  (?P<id>{_MERMAID_ID})(?:"
+    rf" {{2,4}}(?P<id>{_MERMAID_ID})(?:"
     + "|".join(re.escape(a) + _MERMAID_LABEL + re.escape(b) for a, b in _MERMAID_SHAPES)
     + ")"
 )
+_MERMAID_SUBGRAPH = re.compile(rf"  subgraph (?P<id>{_MERMAID_ID})\[{_MERMAID_LABEL}\]")
 _MERMAID_EDGE = re.compile(rf"  (?P<a>{_MERMAID_ID}) (?:-->|-\.->|==>)\|[a-z ]+\| (?P<b>{_MERMAID_ID})")
 _MERMAID_CLASSDEF = re.compile(r"  classDef (?P<name>[A-Za-z]+) [a-z-]+:[#\w. ]+(?:,[a-z-]+:[#\w. ]+)*")
 _MERMAID_CLASS = re.compile(rf"  class (?P<ids>{_MERMAID_ID}(?:,{_MERMAID_ID})*) (?P<name>[A-Za-z]+)")
@@ -217,8 +218,16 @@ def check_mermaid(text: str) -> None:
     assert lines[0] == "flowchart LR"
     nodes: set[str] = set()
     defined: set[str] = set()
+    open_subgraph = False
     for line in lines[1:]:
-        if match := _MERMAID_NODE.fullmatch(line):
+        if match := _MERMAID_SUBGRAPH.fullmatch(line):
+            assert not open_subgraph and match["id"] not in nodes, line
+            open_subgraph = True
+            nodes.add(match["id"])  # an edge may start or end at a subgraph
+        elif line == "  end":
+            assert open_subgraph, "end without subgraph"
+            open_subgraph = False
+        elif (match := _MERMAID_NODE.fullmatch(line)) and line.startswith("    ") == open_subgraph:
             assert match["id"] not in nodes, f"node declared twice: {line}"
             assert match["id"].lower() not in _MERMAID_RESERVED and match["id"][0] not in "ox"
             nodes.add(match["id"])
@@ -230,6 +239,7 @@ def check_mermaid(text: str) -> None:
             assert match["name"] in defined and set(match["ids"].split(",")) <= nodes, line
         else:
             raise AssertionError(f"not in the Mermaid subset: {line!r}")
+    assert not open_subgraph, "a subgraph is not closed"
 
 
 @pytest.mark.parametrize("name", list(VIEWS))
@@ -299,6 +309,20 @@ def test_the_topic_diagram_is_grouped_and_fits_the_site_page(backend):
     width, height = (float(n) for n in re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups())
     assert width <= SITE_PAGE_WIDTH_PT
     assert height <= 3 * width
+
+
+def test_the_topic_mermaid_groups_practices_by_status_and_papers():
+    mermaid = (GOLDEN / "views" / "topic.mmd").read_text(encoding="utf-8")
+    assert re.findall(r'^  subgraph (group_\d)\["([^"]+)"\]$', mermaid, re.M) == [
+        ("group_0", "Active practices (28)"),
+        ("group_1", "Proposed practices (8)"),
+        ("group_2", "Rejected practices (6)"),
+        ("group_3", "Papers (18)"),
+    ]
+    assert re.findall(r"^  (\S+) -->\|filed under\| (\S+)$", mermaid, re.M) == [
+        (f"group_{n}", "topic_distributed_optimization") for n in range(3)
+    ]
+    check_mermaid(mermaid)
 
 
 def test_a_topic_with_few_records_is_drawn_node_by_node():

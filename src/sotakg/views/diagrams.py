@@ -320,16 +320,40 @@ def _mermaid_text(text: str) -> str:
 
 
 def to_mermaid(diagram: Diagram, title: str | None = None) -> str:
-    """A Mermaid flowchart of the diagram (``flowchart LR``), ending in a newline."""
+    """A Mermaid flowchart of the diagram (``flowchart LR``), ending in a newline. A crowded topic
+    (``crowded_topic``) has its practices by status and its papers in one subgraph each, with one
+    "filed under" arrow per subgraph."""
     lines = [f"%% sotakg view: {' '.join(title.split())}"] if title else []
     lines.append("flowchart LR")
-    for node in diagram.nodes:
+
+    def declaration(node: Node, indent: str = "  ") -> str:
         opening, closing = STYLES[node.style].mermaid_shape
         label = _mermaid_text(node.heading)
         if node.title:
             label += "<br/>" + _mermaid_text(node.title)
-        lines.append(f'  {node.name}{opening}"{label}"{closing}')
-    for edge in diagram.edges:
+        return f'{indent}{node.name}{opening}"{label}"{closing}'
+
+    topic = crowded_topic(diagram)
+    edges = list(diagram.edges)
+    if topic is None:
+        lines += [declaration(node) for node in diagram.nodes]
+    else:
+        grouped: set[str] = set()
+        group_edges = []
+        for index, (label, _style, members) in enumerate(_topic_groups(diagram, topic)):
+            name = f"group_{index}"
+            lines.append(f'  subgraph {name}["{_mermaid_text(label)}"]')
+            lines += [declaration(node, "    ") for node in members]
+            lines.append("  end")
+            names = {node.name for node in members}
+            if any(e.relation == "filed under" and e.target == topic.name and e.source in names for e in edges):
+                group_edges.append(Edge(name, "filed under", topic.name))
+            grouped |= names
+        lines += [declaration(node) for node in diagram.nodes if node.name not in grouped]
+        edges = group_edges + [
+            e for e in edges if not (e.relation == "filed under" and e.target == topic.name and e.source in grouped)
+        ]
+    for edge in edges:
         arrow = EDGE_STYLES.get(edge.relation, _PLAIN_EDGE)[0]
         lines.append(f"  {edge.source} {arrow}|{edge.relation}| {edge.target}")
     used: dict[str, list[str]] = defaultdict(list)
