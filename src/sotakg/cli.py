@@ -744,6 +744,8 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
     from .views.site import build_site
 
     report = build_site(query_backend(ctx), folder, graphviz=False if mermaid else None, timeout=timeout)
+    for note in report.notes:
+        click.echo(f"Note: {note}.", err=True)
     click.echo(report.summary(folder))
 
 
@@ -794,8 +796,8 @@ def serve_command(
 ) -> None:
     """Serve the graph read-only over the SPARQL 1.1 Protocol.
 
-    Runs the Oxigraph server (pip install 'sotakg[serve]') on the store, built
-    first if stale, behind a guard: a query page at /, the endpoint at /query.
+    Runs the Oxigraph server (the oxigraph package, installed with sotakg) on the
+    store, built first if stale, behind a guard: a query page at /, the endpoint at /query.
     Updates and Graph Store writes are refused (403); SERVICE, LOAD, FROM and
     deep nesting too (400). It serves the build it started with: restart it
     after `sotakg build`. Ctrl-C stops it.

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..errors import QueryFailed, QueryRefused, QuerySyntaxError, QueryTimeout
 from ..graph.vocab import PREFIXES
 from .results import AskResult, QueryResult, Term, parse_graph, parse_sparql_results
+from .syntax_help import explain_syntax_error
 
 if TYPE_CHECKING:
     from pyoxigraph import Variable
@@ -250,8 +251,9 @@ def syntax_error(message: str, text: str) -> QuerySyntaxError:
     match = _ERROR_AT.match(message.strip())
     if not match:
         return QuerySyntaxError(f"syntax error: {message}")
-    line, column = int(match.group(1)), int(match.group(2))
-    detail = _tidy_expected(" ".join(match.group(3).split()))
+    line, column, raw = int(match.group(1)), int(match.group(2)), " ".join(match.group(3).split())
+    explained = explain_syntax_error(text, list(tokens(text)), line, column, raw, PREFIXES)
+    line, column, detail = explained or (line, column, _tidy_expected(raw))
     lines = text.splitlines() or [""]
     shown = lines[line - 1] if 0 < line <= len(lines) else ""
     gutter = f"{line:>4} | "
