@@ -35,6 +35,14 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 30.0
 #: Deepest nesting of (), {} and [] accepted; pyoxigraph's parser overflows its stack in the thousands.
 MAX_DEPTH = 100
+#: Longest query text accepted, in characters.
+MAX_QUERY_CHARS = 512 * 1024
+#: Most terms (variables, IRIs, names, literals) in one query: a basic graph pattern of thousands of
+#: triple patterns, a long collection or VALUES block makes the engine's planner recurse per term.
+MAX_TERMS = 6000
+#: Most UNION arms in one query.
+MAX_UNIONS = 1000
+_TERM_KINDS = frozenset({"var", "iri", "pname", "string", "number"})
 
 Bindings = Mapping["Variable", Term]
 
@@ -57,68 +65,156 @@ class Token:
     offset: int
 
 
-_IRIREF = re.compile(r'<[^<>"{}|^`\\\x00-\x20]*>')
-_NAME_CHAR = re.compile(r"[\w\-.:%\\]", re.UNICODE)
-_LONG_STRING = {
-    '"""': re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*(?:"""|\Z)', re.S),
-    "'''": re.compile(r"'''(?:[^'\\]|\\.|'(?!''))*(?:'''|\Z)", re.S),
+# The terminals of SPARQL 1.1 as the engine (Oxigraph 0.5's spargebra) parses them: its grammar is a
+# PEG, whose repetitions never give back what they matched, hence the possessive quantifiers. Where
+# the engine departs from the W3C grammar, the engine wins (PN_CHARS_BASE stops at U+FFFD; a local
+# name holds at most one run of dots), because what matters is what the engine will see.
+_BASE = (
+    "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02ff\u0370-\u037d\u037f-\u1fff\u200c-\u200d"
+    "\u2070-\u218f\u2c00-\u2fef\u3001-\ud7ff\uf900-\ufdcf\ufdf0-\ufffd"
+)
+_U = "_" + _BASE
+_CHARS = "\\-0-9\u00b7\u0300-\u036f\u203f-\u2040" + _U
+_PLX = r"(?:%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%])"
+_PN_PREFIX = f"[{_BASE}][{_CHARS}]*+(?:\\.++[{_CHARS}]++)*+"
+_PN_LOCAL = f"(?:[{_U}:0-9]|{_PLX})(?:[{_CHARS}:]|{_PLX})*+(?:\\.++(?:[{_CHARS}:]|{_PLX})++)?+"
+_PNAME = re.compile(f"(?:{_PN_PREFIX})?+:(?:{_PN_LOCAL})?+")
+_BLANK_NODE = re.compile(f"_:[{_U}0-9][{_CHARS}]*+(?:\\.++[{_CHARS}]++)*+")
+_VAR = re.compile(f"[?$][{_U}0-9][{_U}0-9\u00b7\u0300-\u036f\u203f-\u2040]*+")
+_WORD = re.compile(f"[{_U}][{_U}0-9]*+")
+_LANGTAG = re.compile(r"@[a-zA-Z]++(?:-[a-zA-Z0-9]++)*+(?:--[a-zA-Z]++)?+")
+_NUMBER = re.compile(
+    r"[0-9]++\.[0-9]*+[eE][+-]?[0-9]++|\.[0-9]++[eE][+-]?[0-9]++|[0-9]++[eE][+-]?[0-9]++|[0-9]*+\.[0-9]++|[0-9]++"
+)
+_ESCAPES = r"""\\[tbnrf"'\\]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"""
+_STRING = {
+    "'''": re.compile("'''(?:(?:''|')?+(?:[^'\\\\]|" + _ESCAPES + "))*+'''"),
+    '"""': re.compile('"""(?:(?:""|")?+(?:[^"\\\\]|' + _ESCAPES + '))*+"""'),
+    "'": re.compile("'(?:[^'\\\\\\n\\r]|" + _ESCAPES + ")*+'"),
+    '"': re.compile('"(?:[^"\\\\\\n\\r]|' + _ESCAPES + ')*+"'),
 }
-_SHORT_STRING = {
-    '"': re.compile(r'"(?:[^"\\\n\r]|\\.)*(?:"|$)', re.M),
-    "'": re.compile(r"'(?:[^'\\\n\r]|\\.)*(?:'|$)", re.M),
+# A string the engine cannot read (unterminated, a bad escape) fails the whole query there; it is
+# still taken as one token so that tools reading unfinished text (the console) see where it runs.
+_LOOSE_STRING = {
+    "'''": re.compile(r"'''(?:[^'\\]|\\.|'(?!''))*+(?:'''|\Z)", re.S),
+    '"""': re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*+(?:"""|\Z)', re.S),
+    "'": re.compile(r"'(?:[^'\\\n\r]|\\.)*+(?:'|$)", re.M),
+    '"': re.compile(r'"(?:[^"\\\n\r]|\\.)*+(?:"|$)', re.M),
 }
+# The engine reads an IRI as ``<``, anything but ``>``, ``>``, then checks it: wherever an IRI may
+# start, a ``<`` is an IRI or a syntax error (``<<`` aside, which no valid IRI begins with).
+_IRIREF = re.compile(r"<[^>]*+>")
+#: An IRI as SPARQL 1.1 defines it. Where the engine compares (``?a<?b>?c``), the standard's longest
+#: token rule reads an IRI: such text is refused rather than given two meanings.
+_STANDARD_IRIREF = re.compile(r'<[^<>"{}|^`\\\x00-\x20]*+>')
+_WHITESPACE = re.compile(r"[ \t\r\n]++")
+_COMMENT = re.compile(r"#[^\r\n]*+")
+#: Tokens after which a ``<`` inside an expression compares rather than opens an IRI.
+_OPERAND_KINDS = frozenset({"var", "iri", "pname", "string", "number", "langtag"})
+
+
+@dataclass
+class _Frame:
+    """An open bracket while lexing: which one, and what the engine parses inside it. A ``{`` (and
+    the text outside every bracket) holds a pattern, a projection (after SELECT) or solution
+    modifiers (after the WHERE group); a ``(`` holds an expression or not (a collection, a path,
+    VALUES); ``[`` never does."""
+
+    opener: str
+    mode: str
+
+
+def _opens_expression(frame: _Frame, previous: Token | None, before: Token | None) -> bool:
+    """Whether a ``(`` opens an expression, from what encloses it and the two tokens before it."""
+    if frame.opener == "(":
+        return frame.mode == "expression"
+    if frame.opener == "[":
+        return False
+    if frame.mode in ("projection", "modifiers"):  # SELECT (…), GROUP BY (…), HAVING, ORDER BY
+        return not (previous is not None and previous.kind == "word" and previous.text.upper() == "VALUES")
+    if previous is None:
+        return False
+    if previous.kind == "word" and previous.text.upper() in ("FILTER", "BIND"):
+        return True
+    # FILTER regex(…), FILTER <f>(…), FILTER ex:f(…)
+    return (
+        previous.kind in ("word", "iri", "pname")
+        and before is not None
+        and before.kind == "word"
+        and before.text.upper() == "FILTER"
+    )
+
+
+def _compares(frame: _Frame, previous: Token | None) -> bool:
+    """Whether a ``<`` here is the less-than operator: only inside an expression, after an operand."""
+    if frame.opener != "(" or frame.mode != "expression" or previous is None:
+        return False
+    if previous.kind in _OPERAND_KINDS:
+        return True
+    if previous.kind == "punct":
+        return previous.text == ")"
+    return previous.kind == "word" and previous.text.lower() in ("true", "false")
 
 
 def tokens(text: str) -> Iterator[Token]:
-    """Split SPARQL text into tokens, skipping whitespace and comments. Strings and IRIs are single
-    tokens, so a keyword inside them (``"DROP ALL"``, ``<http://x/load>``) is never taken for one."""
+    """Split SPARQL text into tokens as the query engine does, skipping whitespace and comments.
+
+    Strings, IRIs, prefixed names (with their ``\\#`` and ``\\'`` escapes) and variables are single
+    tokens, so a keyword inside them (``"DROP ALL"``, ``<http://x/load>``) is never taken for one,
+    and a ``#`` or a quote is a comment or a string exactly where the engine takes it for one. A
+    ``<`` opens an IRI except inside an expression after an operand, where it compares: that needs
+    the brackets around it, which are tracked (``_Frame``). Signs are separate ``punct`` tokens, as
+    the engine allows blanks between a sign and its number. Runs in time linear in the text."""
+    stack = [_Frame("", "modifiers")]
+    previous: Token | None = None
+    before: Token | None = None
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if c.isspace():
-            i += 1
-        elif c == "#":
-            end = text.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif c in "\"'":
-            quote = text[i : i + 3]
-            pattern = _LONG_STRING.get(quote) or _SHORT_STRING[c]
-            match = pattern.match(text, i)
-            end = match.end() if match else n
-            yield Token("string", text[i:end], i)
-            i = end
-        elif c == "<" and (iri := _IRIREF.match(text, i)):
-            yield Token("iri", iri.group(), i)
-            i = iri.end()
-        elif c in "?$" and i + 1 < n and (text[i + 1].isalnum() or text[i + 1] == "_"):
-            end = i + 1
-            while end < n and (text[end].isalnum() or text[end] == "_"):
-                end += 1
-            yield Token("var", text[i:end], i)
-            i = end
-        elif c == "@" and i + 1 < n and text[i + 1].isalpha():
-            end = i + 1
-            while end < n and (text[end].isalnum() or text[end] == "-"):
-                end += 1
-            yield Token("langtag", text[i:end], i)
-            i = end
-        elif _NAME_CHAR.match(c) and c not in ".\\":
-            end = i
-            while end < n and _NAME_CHAR.match(text[end]):
-                end += 1
-            word = text[i:end]
-            if ":" in word:
-                kind = "pname"
-            elif word[0].isdigit() or word[0] in "-.":
-                kind = "number"
-            else:
-                kind = "word"
-                word = word.rstrip(".")  # a triple's final dot glued to a keyword-like name
-            yield Token(kind, word, i)
-            i = end
+        if c in " \t\r\n":
+            i = _WHITESPACE.match(text, i).end()  # type: ignore[union-attr]
+            continue
+        if c == "#":
+            i = _COMMENT.match(text, i).end()  # type: ignore[union-attr]
+            continue
+        frame = stack[-1]
+        if c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            match = _STRING[quote].match(text, i) or _LOOSE_STRING[quote].match(text, i)
+            token = Token("string", text[i : match.end() if match else n], i)
+        elif c == "<" and not text.startswith("<<", i) and not _compares(frame, previous):
+            iri = _IRIREF.match(text, i)
+            token = Token("iri", iri.group(), i) if iri else Token("punct", c, i)
+        elif c in "?$" and (var := _VAR.match(text, i)):
+            token = Token("var", var.group(), i)
+        elif c == "@" and (tag := _LANGTAG.match(text, i)):
+            token = Token("langtag", tag.group(), i)
+        elif (c.isdigit() or c == ".") and (number := _NUMBER.match(text, i)):
+            token = Token("number", number.group(), i)
+        elif c == "_" and (blank := _BLANK_NODE.match(text, i)):
+            token = Token("pname", blank.group(), i)
+        elif (name := _PNAME.match(text, i)) and name.end() > i:
+            token = Token("pname", name.group(), i)
+        elif word := _WORD.match(text, i):
+            token = Token("word", word.group(), i)
         else:
-            yield Token("punct", c, i)
-            i += 1
+            token = Token("punct", c, i)
+        i = token.offset + len(token.text)
+        if token.kind == "punct":
+            if c == "(":
+                stack.append(_Frame("(", "expression" if _opens_expression(frame, previous, before) else "plain"))
+            elif c == "[":
+                stack.append(_Frame("[", "plain"))
+            elif c == "{":
+                if frame.opener in ("", "{") and frame.mode == "projection":
+                    frame.mode = "modifiers"  # once this WHERE group closes
+                stack.append(_Frame("{", "pattern"))
+            elif c in ")]}" and len(stack) > 1:
+                stack.pop()
+        elif token.kind == "word" and token.text.upper() == "SELECT" and frame.opener in ("", "{"):
+            frame.mode = "projection"
+        before, previous = previous, token
+        yield token
 
 
 def position(text: str, offset: int) -> tuple[int, int]:
@@ -183,16 +279,69 @@ def nesting_depth(text: str) -> tuple[int, int]:
     return deepest, where
 
 
-def check_query(text: str, max_depth: int = MAX_DEPTH) -> str | None:
-    """Refuse (QueryRefused) a text that is SPARQL Update, uses SERVICE, LOAD or a FROM clause, or
-    nests brackets and prefix operators deeper than ``max_depth`` (``nesting_depth``). Returns the query
-    form (``query_form``)."""
+#: Words the engine would act on even glued to other letters: it matches keywords by prefix, with no
+#: word boundary (``trueSERVICE``, ``1SERVICE`` and ``SERVICE:x`` reach its SERVICE rule).
+_NETWORK_KEYWORDS = ("SERVICE", "FROM")
+_KEYWORD_IN_WORD = re.compile("|".join(sorted({*UPDATE_KEYWORDS, *_NETWORK_KEYWORDS}, key=len, reverse=True)), re.I)
+_NETWORK_IN_PREFIX = re.compile("|".join(_NETWORK_KEYWORDS), re.I)
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """How much a query may ask of the engine: below what it evaluates without overflowing its stack
+    (measured in ``benchmarks/serve.py``-style probes; see ``MAX_*``), with a margin."""
+
+    max_depth: int = MAX_DEPTH
+    max_chars: int = MAX_QUERY_CHARS
+    max_terms: int = MAX_TERMS
+    max_unions: int = MAX_UNIONS
+
+
+def _keyword_at(token: Token) -> tuple[str, int] | None:
+    """A keyword the engine could read in this token, and its offset in the token."""
+    if token.kind == "word" or token.kind == "number":
+        found = _KEYWORD_IN_WORD.search(token.text)
+    elif token.kind == "pname" and not token.text.startswith("_:"):
+        found = _NETWORK_IN_PREFIX.search(token.text.split(":", 1)[0])
+    else:
+        return None
+    return (found.group().upper(), found.start()) if found else None
+
+
+def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | None = None) -> str | None:
+    """Refuse (QueryRefused) a text that is SPARQL Update, uses SERVICE, LOAD or a FROM clause, nests
+    brackets and prefix operators deeper than ``max_depth`` (``nesting_depth``), or is bigger than
+    ``limits`` allow (characters, terms, UNION arms). Returns the query form (``query_form``).
+
+    The text is read with ``tokens``, which splits it as the engine does, and a keyword is refused
+    wherever the engine could read it, glued to other letters included (``trueSERVICE``)."""
+    limits = limits or QueryLimits(max_depth=max_depth)
+    if len(text) > limits.max_chars:
+        raise QueryRefused(
+            f"the query is {len(text)} characters long; the limit is {limits.max_chars}. Split it into smaller queries"
+        )
     form = None
+    terms = unions = 0
     for token in tokens(text):
-        if token.kind != "word":
+        if token.kind in _TERM_KINDS:
+            terms += 1
+            if terms > limits.max_terms:
+                line, column = position(text, token.offset)
+                raise QueryRefused(
+                    f"the query has more than {limits.max_terms} terms (line {line}, column {column}); the "
+                    f"engine could not evaluate it safely. Split it into smaller queries"
+                )
+        if token.kind == "punct" and token.text == "<" and _STANDARD_IRIREF.match(text, token.offset):
+            line, column = position(text, token.offset)
+            raise QueryRefused(
+                f"'<' at line {line}, column {column} reads as an IRI in SPARQL 1.1 and as 'less than' in the "
+                f"engine; put a space after '<' to compare"
+            )
+        found = _keyword_at(token)
+        if found is None:
             continue
-        keyword = token.text.upper()
-        line, column = position(text, token.offset)
+        keyword, inside = found
+        line, column = position(text, token.offset + inside)
         where = f"line {line}, column {column}"
         if keyword == "SERVICE":
             raise QueryRefused(
@@ -214,14 +363,26 @@ def check_query(text: str, max_depth: int = MAX_DEPTH) -> str | None:
                 f"FROM ({where}) names a dataset the store would have to fetch; everything is in the "
                 f"store's default graph, so leave the FROM clause out"
             )
+    for token in tokens(text):
+        if token.kind != "word":
+            continue
+        keyword = token.text.upper()
+        if keyword == "UNION":
+            unions += 1
+            if unions > limits.max_unions:
+                line, column = position(text, token.offset)
+                raise QueryRefused(
+                    f"the query has more than {limits.max_unions} UNIONs (line {line}, column {column}); "
+                    f"the engine could not evaluate it safely. Split it into smaller queries"
+                )
         if form is None and keyword in QUERY_FORMS:
             form = keyword
     deepest, offset = nesting_depth(text)
-    if deepest > max_depth:
+    if deepest > limits.max_depth:
         line, column = position(text, offset)
         raise QueryRefused(
             f"the query nests brackets and prefix operators (! - + ^) {deepest} levels deep (line {line}, "
-            f"column {column} reaches level {max_depth + 1}); the limit is {max_depth}"
+            f"column {column} reaches level {limits.max_depth + 1}); the limit is {limits.max_depth}"
         )
     return form
 
