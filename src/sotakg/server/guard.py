@@ -56,6 +56,8 @@ RESULT_OPTION = "--max-result-bytes"
 QUERY_MEDIA = "application/sparql-query"
 #: Where queries are POSTed: the protocol's /query, and /sparql, where the query page sends them.
 QUERY_PATHS = ("/query", "/sparql")
+#: Queries that may wait for a turn (beyond them: 503 at once), as many as the listen backlog.
+DEFAULT_WAITING = 128
 #: Seconds a client is told to wait before it retries a 503.
 RETRY_AFTER = 1
 SD_FEDERATED = "http://www.w3.org/ns/sparql-service-description#BasicFederatedQuery"
@@ -107,7 +109,7 @@ class GuardSettings:
     log: Callable[[str], object] = field(default=_stderr)
     #: Queries forwarded at once (``--max-concurrent``), and how many more may wait for a turn.
     max_concurrent: int = field(default_factory=lambda: os.cpu_count() or 1)
-    max_waiting: int = 0  # 0: four times max_concurrent
+    max_waiting: int = 0  # 0: DEFAULT_WAITING, or four times max_concurrent if more
     #: Seconds a query waits for a turn before it is answered 503.
     wait_seconds: float = 5.0
     #: The engine behind the guard when it can restart (``serve.Engine``); None: a fixed upstream.
@@ -279,9 +281,37 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         except OSError:
             return
 
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out as separate writes: without this, Nagle's algorithm holds the second
+        # for the client's delayed acknowledgement (tens of milliseconds per answer).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._pooled: tuple[tuple[str, int, int], http.client.HTTPConnection] | None = None
+
+    def finish(self) -> None:
+        self._drop_pooled()
+        super().finish()
+
+    def _drop_pooled(self) -> None:
+        if self._pooled is not None:
+            self._pooled[1].close()
+            self._pooled = None
+
+    def _connection_to(self, where: tuple[str, int, int]) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection to the engine at ``where``: the one this client's last answer came over if it
+        is still open (keep-alive), else a new one; and whether it was reused."""
+        if self._pooled is not None and self._pooled[0] == where:
+            return self._pooled[1], True
+        self._drop_pooled()
+        upstream = http.client.HTTPConnection(where[0], where[1], timeout=self.server.settings.upstream_seconds)
+        upstream.connect()
+        if upstream.sock is not None:
+            upstream.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._pooled = (where, upstream)
+        return upstream, False
+
     def _handle(self) -> None:
         settings = self.server.settings
-        self.close_connection = True
         if len(self.path) > settings.max_request_bytes:
             self._plain(
                 414,
@@ -335,26 +365,36 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         host, port, generation = where
         headers = {name: value for name, value in self.headers.items() if name.lower() not in _HOP_BY_HOP}
         headers["Host"] = f"{host}:{port}"
-        headers["Connection"] = "close"
         if body is not None:
             headers["Content-Length"] = str(len(body))
         deadline = time.monotonic() + settings.upstream_seconds
-        upstream = http.client.HTTPConnection(host, port, timeout=settings.upstream_seconds)
         # The engine answers HEAD of a query with 404: ask it with GET and send the headers only.
         method = "GET" if self.command == "HEAD" else self.command
-        try:
+        for attempt in range(2):  # a kept-alive connection the engine has closed meanwhile: once more
             try:
+                upstream, reused = self._connection_to(where)
+                upstream.timeout = settings.upstream_seconds
+                if upstream.sock is not None:
+                    upstream.sock.settimeout(settings.upstream_seconds)
                 upstream.request(method, self.path, body=body, headers=headers)
                 response = upstream.getresponse()
             except TimeoutError:
+                self._drop_pooled()
                 self._timed_out(generation)
                 return
             except (OSError, http.client.HTTPException) as error:
+                self._drop_pooled()
+                if reused and attempt == 0:
+                    continue
                 self._engine_failed(generation, error)
                 return
-            self._relay(response, deadline, generation)
+            break
+        complete = False
+        try:
+            complete = self._relay(response, deadline, generation)
         finally:
-            upstream.close()
+            if not complete or response.will_close or not response.isclosed():
+                self._drop_pooled()
 
     def _timed_out(self, generation: int) -> None:
         settings = self.server.settings
@@ -380,18 +420,19 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         parts = urllib.parse.urlsplit(self.path)
         return self.command in ("GET", "HEAD") and parts.path in QUERY_PATHS and "query=" not in parts.query
 
-    def _relay(self, response: http.client.HTTPResponse, deadline: float, generation: int) -> None:
+    def _relay(self, response: http.client.HTTPResponse, deadline: float, generation: int) -> bool:
+        """Pass the answer on; True when it was passed on whole (the connections may be kept alive)."""
         settings = self.server.settings
         no_body = self.command == "HEAD" or response.status in (204, 304) or 100 <= response.status < 200
         length = response.getheader("Content-Length") if response.getheader("Transfer-Encoding") is None else None
         if length is not None and length.isdigit() and int(length) > settings.max_result_bytes and not no_body:
             self._too_large()
-            return
+            return False
         buffered: bytes | None = None
         if response.status == 200 and self._is_description():
             buffered = self._read_all(response, deadline, generation)
             if buffered is None:
-                return
+                return False
             buffered = without_federation(buffered, response.getheader("Content-Type") or "")
             length = str(len(buffered))
         elif length is None and not no_body and self.request_version != "HTTP/1.1":
@@ -399,9 +440,10 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             # up to the cap and send it with its length, or an error status.
             buffered = self._read_all(response, deadline, generation)
             if buffered is None:
-                return
+                return False
             length = str(len(buffered))
         chunked = not no_body and length is None
+        keep_alive = not self.close_connection and (no_body or length is not None or chunked)
         self.send_response(response.status, response.reason)
         for name, value in response.getheaders():
             if name.lower() not in _HOP_BY_HOP:
@@ -410,13 +452,17 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", length)
         elif chunked:
             self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Connection", "close")
+        if not keep_alive:
+            self.send_header("Connection", "close")
         self.end_headers()
+        self.close_connection = True  # until the answer is through
         if no_body:
-            return
+            self.close_connection = not keep_alive
+            return True
         if buffered is not None:
             self._write(buffered, False)
-            return
+            self.close_connection = not keep_alive
+            return True
         sent = 0
         try:
             while True:
@@ -425,10 +471,10 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                     data = response.read1(CHUNK)
                 except TimeoutError:
                     self._stop_engine(generation)
-                    return  # unfinished: the client sees a truncated answer
+                    return False  # unfinished: the client sees a truncated answer
                 except (OSError, http.client.HTTPException) as error:
                     settings.log(f"sotakg serve: the answer to {self.command} {self._short()} broke off: {error}")
-                    return  # unfinished: the client sees a truncated answer
+                    return False  # unfinished: the client sees a truncated answer
                 if not data:
                     break
                 if sent + len(data) > settings.max_result_bytes:
@@ -437,13 +483,15 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                         f"sotakg serve: stopped the answer to {self.command} {self._short()} at "
                         f"{settings.max_result_bytes} bytes ({RESULT_OPTION}); the client got a truncated answer"
                     )
-                    return
+                    return False
                 self._write(data, chunked)
                 sent += len(data)
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
         except OSError:
-            return  # the client went away
+            return False  # the client went away
+        self.close_connection = not keep_alive
+        return True
 
     @staticmethod
     def _wait_budget(response: http.client.HTTPResponse, deadline: float) -> None:
@@ -558,7 +606,7 @@ class GuardServer(http.server.ThreadingHTTPServer):
     def __init__(self, host: str, port: int, settings: GuardSettings):
         self.settings = settings
         running = max(1, settings.max_concurrent)
-        self.turns = Turns(running, settings.max_waiting or 4 * running)
+        self.turns = Turns(running, settings.max_waiting or max(DEFAULT_WAITING, 4 * running))
         bare = host.strip("[]")
         self.address_family = socket.AF_INET6 if ":" in bare else socket.AF_INET
         try:
