@@ -101,14 +101,11 @@ _LOOSE_STRING = {
     "'": re.compile(r"'(?:[^'\\\n\r]|\\.)*+(?:'|$)", re.M),
     '"': re.compile(r'"(?:[^"\\\n\r]|\\.)*+(?:"|$)', re.M),
 }
-# The engine reads an IRI as ``<``, anything but ``>``, ``>``, then checks it: wherever an IRI may
-# start, a ``<`` is an IRI or a syntax error (``<<`` aside, which no valid IRI begins with).
-_IRIREF = re.compile(r"<[^>]*+>")
 #: An IRI as SPARQL 1.1 defines it. Where the engine compares (``?a<?b>?c``), the standard's longest
 #: token rule reads an IRI: such text is refused rather than given two meanings.
 _STANDARD_IRIREF = re.compile(r'<[^<>"{}|^`\\\x00-\x20]*+>')
 _WHITESPACE = re.compile(r"[ \t\r\n]++")
-_COMMENT = re.compile(r"#[^\r\n]*+")
+_COMMENT_END = re.compile(r"[\r\n]")
 #: Tokens after which a ``<`` inside an expression compares rather than opens an IRI.
 _OPERAND_KINDS = frozenset({"var", "iri", "pname", "string", "number", "langtag"})
 
@@ -156,6 +153,10 @@ def _compares(frame: _Frame, previous: Token | None) -> bool:
     return previous.kind == "word" and previous.text.lower() in ("true", "false")
 
 
+# The engine reads an IRI as ``<``, anything but ``>``, ``>``, then checks it: wherever an IRI may
+# start, a ``<`` is an IRI or a syntax error (``<<`` aside, which no valid IRI begins with).
+
+
 def tokens(text: str) -> Iterator[Token]:
     """Split SPARQL text into tokens as the query engine does, skipping whitespace and comments.
 
@@ -166,6 +167,7 @@ def tokens(text: str) -> Iterator[Token]:
     the brackets around it, which are tracked (``_Frame``). Signs are separate ``punct`` tokens, as
     the engine allows blanks between a sign and its number. Runs in time linear in the text."""
     stack = [_Frame("", "modifiers")]
+    next_close = -2  # where the next ">" is (-1: none), found once per stretch: linear even for "< < < …"
     previous: Token | None = None
     before: Token | None = None
     i, n = 0, len(text)
@@ -175,7 +177,8 @@ def tokens(text: str) -> Iterator[Token]:
             i = _WHITESPACE.match(text, i).end()  # type: ignore[union-attr]
             continue
         if c == "#":
-            i = _COMMENT.match(text, i).end()  # type: ignore[union-attr]
+            end = _COMMENT_END.search(text, i)
+            i = end.start() if end else n
             continue
         frame = stack[-1]
         if c in "\"'":
@@ -183,8 +186,9 @@ def tokens(text: str) -> Iterator[Token]:
             match = _STRING[quote].match(text, i) or _LOOSE_STRING[quote].match(text, i)
             token = Token("string", text[i : match.end() if match else n], i)
         elif c == "<" and not text.startswith("<<", i) and not _compares(frame, previous):
-            iri = _IRIREF.match(text, i)
-            token = Token("iri", iri.group(), i) if iri else Token("punct", c, i)
+            if next_close != -1 and next_close < i:
+                next_close = text.find(">", i)
+            token = Token("iri", text[i : next_close + 1], i) if next_close > i else Token("punct", c, i)
         elif c in "?$" and (var := _VAR.match(text, i)):
             token = Token("var", var.group(), i)
         elif c == "@" and (tag := _LANGTAG.match(text, i)):
@@ -237,6 +241,30 @@ def query_form(text: str) -> str | None:
 _UNARY = frozenset("!-+^")
 
 
+class _Depth:
+    """How deep the engine's parser recurses, fed one token at a time (see ``nesting_depth``)."""
+
+    def __init__(self) -> None:
+        self.open_brackets: list[int] = []  # for each open bracket, the prefix operators waiting on it
+        self.pending = 0  # prefix operators since the last operand or bracket
+        self.waiting = 0  # sum(open_brackets), kept as we go
+
+    def feed(self, token: Token) -> int:
+        """The level this token reaches."""
+        if token.kind == "punct" and token.text in _UNARY:
+            self.pending += 1
+            return len(self.open_brackets) + self.waiting + self.pending
+        if token.kind == "punct" and token.text in _OPENERS:
+            self.open_brackets.append(self.pending)
+            self.waiting += self.pending
+            self.pending = 0
+            return len(self.open_brackets) + self.waiting
+        if token.kind == "punct" and token.text in _CLOSERS and self.open_brackets:
+            self.waiting -= self.open_brackets.pop()
+        self.pending = 0
+        return 0
+
+
 def nesting_depth(text: str) -> tuple[int, int]:
     """The deepest nesting of (), {} and [] outside strings, IRIs and comments, counting each prefix
     operator (``!``, ``-``, ``+``, ``^``) in a run of them as one more level until its operand ends,
@@ -246,36 +274,12 @@ def nesting_depth(text: str) -> tuple[int, int]:
     ``FILTER(!!!…!true)`` is as deep as that many parentheses. Operators before a bracket stay open
     until the bracket closes; a binary ``-`` or ``+`` counts for a moment, which errs on the safe side.
     """
-    open_brackets: list[int] = []  # for each open bracket, the prefix operators waiting on it
-    pending = 0  # prefix operators since the last operand or bracket
-    waiting = 0  # sum(open_brackets), kept as we go
-    deepest = 0
-    where = 0
-
-    def reach(level: int, offset: int) -> None:
-        nonlocal deepest, where
-        if level > deepest:
-            deepest, where = level, offset
-
+    depth = _Depth()
+    deepest = where = 0
     for token in tokens(text):
-        if token.kind == "punct" and token.text in _UNARY:
-            pending += 1
-            reach(len(open_brackets) + waiting + pending, token.offset)
-        elif token.kind == "number" and token.text.startswith("-"):
-            dashes = len(token.text) - len(token.text.lstrip("-"))
-            reach(len(open_brackets) + waiting + pending + dashes, token.offset)
-            pending = pending + dashes if dashes == len(token.text) else 0
-        elif token.kind == "punct" and token.text in _OPENERS:
-            open_brackets.append(pending)
-            waiting += pending
-            pending = 0
-            reach(len(open_brackets) + waiting, token.offset)
-        elif token.kind == "punct" and token.text in _CLOSERS:
-            if open_brackets:
-                waiting -= open_brackets.pop()
-            pending = 0
-        else:
-            pending = 0
+        level = depth.feed(token)
+        if level > deepest:
+            deepest, where = level, token.offset
     return deepest, where
 
 
@@ -311,32 +315,51 @@ def _keyword_at(token: Token) -> tuple[str, int] | None:
 def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | None = None) -> str | None:
     """Refuse (QueryRefused) a text that is SPARQL Update, uses SERVICE, LOAD or a FROM clause, nests
     brackets and prefix operators deeper than ``max_depth`` (``nesting_depth``), or is bigger than
-    ``limits`` allow (characters, terms, UNION arms). Returns the query form (``query_form``).
+    ``limits`` allow (characters, tokens, terms, UNION arms). Returns the query form (``query_form``).
 
     The text is read with ``tokens``, which splits it as the engine does, and a keyword is refused
-    wherever the engine could read it, glued to other letters included (``trueSERVICE``)."""
+    wherever the engine could read it, glued to other letters included (``trueSERVICE``). One pass,
+    stopping at the first limit passed: the cost is bounded whatever the size of the text."""
     limits = limits or QueryLimits(max_depth=max_depth)
     if len(text) > limits.max_chars:
         raise QueryRefused(
             f"the query is {len(text)} characters long; the limit is {limits.max_chars}. Split it into smaller queries"
         )
     form = None
-    terms = unions = 0
+    count = terms = unions = 0
+    depth = _Depth()
     for token in tokens(text):
+        count += 1
         if token.kind in _TERM_KINDS:
             terms += 1
-            if terms > limits.max_terms:
+        elif token.kind == "word" and token.text.upper() == "UNION":
+            unions += 1
+        for used, limit, what in (
+            (count, limits.max_terms * 4, "tokens"),
+            (terms, limits.max_terms, "terms (variables, IRIs, names, literals)"),
+            (unions, limits.max_unions, "UNIONs"),
+        ):
+            if used > limit:
                 line, column = position(text, token.offset)
                 raise QueryRefused(
-                    f"the query has more than {limits.max_terms} terms (line {line}, column {column}); the "
-                    f"engine could not evaluate it safely. Split it into smaller queries"
+                    f"the query has more than {limit} {what} (line {line}, column {column}); the engine "
+                    f"could not evaluate it safely. Split it into smaller queries"
                 )
+        if depth.feed(token) > limits.max_depth:
+            line, column = position(text, token.offset)
+            raise QueryRefused(
+                f"the query nests brackets and prefix operators (! - + ^) more than {limits.max_depth} levels "
+                f"deep (line {line}, column {column} reaches level {limits.max_depth + 1}); the limit is "
+                f"{limits.max_depth}"
+            )
         if token.kind == "punct" and token.text == "<" and _STANDARD_IRIREF.match(text, token.offset):
             line, column = position(text, token.offset)
             raise QueryRefused(
                 f"'<' at line {line}, column {column} reads as an IRI in SPARQL 1.1 and as 'less than' in the "
                 f"engine; put a space after '<' to compare"
             )
+        if form is None and token.kind == "word" and token.text.upper() in QUERY_FORMS:
+            form = token.text.upper()
         found = _keyword_at(token)
         if found is None:
             continue
@@ -363,27 +386,6 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
                 f"FROM ({where}) names a dataset the store would have to fetch; everything is in the "
                 f"store's default graph, so leave the FROM clause out"
             )
-    for token in tokens(text):
-        if token.kind != "word":
-            continue
-        keyword = token.text.upper()
-        if keyword == "UNION":
-            unions += 1
-            if unions > limits.max_unions:
-                line, column = position(text, token.offset)
-                raise QueryRefused(
-                    f"the query has more than {limits.max_unions} UNIONs (line {line}, column {column}); "
-                    f"the engine could not evaluate it safely. Split it into smaller queries"
-                )
-        if form is None and keyword in QUERY_FORMS:
-            form = keyword
-    deepest, offset = nesting_depth(text)
-    if deepest > limits.max_depth:
-        line, column = position(text, offset)
-        raise QueryRefused(
-            f"the query nests brackets and prefix operators (! - + ^) {deepest} levels deep (line {line}, "
-            f"column {column} reaches level {limits.max_depth + 1}); the limit is {limits.max_depth}"
-        )
     return form
 
 
