@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -27,10 +30,7 @@ HANG_SECONDS = 10.0
 def point_query(index: int) -> str:
     """A SELECT of one practice's title: an indexed point lookup."""
     number = 1 + index % 40
-    return (
-        "PREFIX id: <https://w3id.org/sotakg/id/> SELECT ?p ?o WHERE { "
-        f"id:SOTA-{number:03d} ?p ?o }} LIMIT 20"
-    )
+    return f"PREFIX id: <https://w3id.org/sotakg/id/> SELECT ?p ?o WHERE {{ id:SOTA-{number:03d} ?p ?o }} LIMIT 20"
 
 
 def load(port: int, clients: int, seconds: float) -> dict[str, float]:
@@ -91,6 +91,16 @@ def load(port: int, clients: int, seconds: float) -> dict[str, float]:
     }
 
 
+def engine_port(serve_pid: int) -> int:
+    """The loopback port of the Oxigraph server that `sotakg serve` runs (its child's --bind)."""
+    for task in Path(f"/proc/{serve_pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            arguments = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            if b"--bind" in arguments:
+                return int(arguments[arguments.index(b"--bind") + 1].rsplit(b":", 1)[1])
+    raise RuntimeError("sotakg serve runs no Oxigraph server")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=10.0)
@@ -99,37 +109,50 @@ def main(argv: list[str] | None = None) -> None:
 
     from benchmarks.run import prepare_data
     from sotakg.graph.build import build
-    from sotakg.server.guard import GuardSettings, running_guard
-    from sotakg.server.serve import Engine, find_oxigraph, hold_current_generation
+    from sotakg.server.serve import free_port
 
     data = prepare_data(options.scale, 1)
     with tempfile.TemporaryDirectory() as work:
         store = Path(work) / "store"
-        build(data, store)
-        served = hold_current_generation(data, store)
-        engine = Engine(served.database, 30, find_oxigraph(), print)
-        engine.start()
+        counts = build(data, store)
+        port = free_port()
+        source = Path(__file__).resolve().parent.parent / "src"
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
+        # `sotakg serve` in a process of its own, as users run it: the load here does not share its GIL.
+        served = subprocess.Popen(
+            [sys.executable, "-m", "sotakg", "--data", str(data), "--store", str(store), "serve", "--port", str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=environment,
+        )
         try:
-            where = engine.address(wait=5)
-            assert where is not None
-            settings = GuardSettings("127.0.0.1", 0, upstream_seconds=30.0, engine=engine)
-            with running_guard("127.0.0.1", 0, settings) as guard:
-                print(f"scale {options.scale:g}: {served.triples} triples, {options.seconds:g} s per run")
-                print("| clients | path | requests/s | p50 ms | p99 ms | errors | hangs |")
-                print("|---|---|---|---|---|---|---|")
-                for clients in CONCURRENCY:
-                    direct = load(where[1], clients, options.seconds)
-                    guarded = load(guard.port, clients, options.seconds)
-                    for name, figures in (("Oxigraph", direct), ("guard", guarded)):
-                        print(
-                            f"| {clients} | {name} | {figures['rps']:.0f} | {figures['p50_ms']:.1f} | "
-                            f"{figures['p99_ms']:.1f} | {figures['errors']:.0f} | {figures['hangs']:.0f} |"
-                        )
-                    share = guarded["rps"] / direct["rps"] if direct["rps"] else 0.0
-                    met = share >= 0.5 and guarded["errors"] == 0 and guarded["hangs"] == 0
-                    print(f"|   | guard/Oxigraph | {share:.0%} | | | | {'met' if met else 'NOT met'} |")
+            assert served.stdout is not None
+            for line in served.stdout:  # bounded by the server's own start-up limit
+                if line.startswith("Press Ctrl-C"):
+                    break
+            direct_port = engine_port(served.pid)
+            print(f"scale {options.scale:g}: {counts}, {options.seconds:g} s per run, {os.cpu_count()} cores")
+            print("| clients | path | requests/s | p50 ms | p99 ms | errors | hangs |")
+            print("|---|---|---|---|---|---|---|")
+            for clients in CONCURRENCY:
+                direct = load(direct_port, clients, options.seconds)
+                guarded = load(port, clients, options.seconds)
+                for name, figures in (("Oxigraph", direct), ("guard", guarded)):
+                    print(
+                        f"| {clients} | {name} | {figures['rps']:.0f} | {figures['p50_ms']:.1f} | "
+                        f"{figures['p99_ms']:.1f} | {figures['errors']:.0f} | {figures['hangs']:.0f} |"
+                    )
+                share = guarded["rps"] / direct["rps"] if direct["rps"] else 0.0
+                met = share >= 0.5 and guarded["errors"] == 0 and guarded["hangs"] == 0
+                print(f"|   | guard/Oxigraph | {share:.0%} | | | | {'met' if met else 'NOT met'} |")
         finally:
-            engine.stop()
+            served.terminate()
+            try:
+                served.wait(15)
+            except subprocess.TimeoutExpired:
+                served.kill()
+                served.wait()
 
 
 if __name__ == "__main__":
