@@ -14,6 +14,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from .test_serve import ASK, serving
 
 SLOW = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l . ?m ?n2 ?o }"
@@ -196,3 +198,159 @@ def test_a_huge_query_is_refused_and_the_server_lives(data_copy, tmp_path):
         assert answer_of(served.base + "/query", "POST", hidden.encode(), "application/sparql-query")[0] == 400
         assert answer_of(served.base + ASK)[0] == 200
         assert served.process.poll() is None
+
+
+# ------------------------------------------------------------------------------------------ the query page
+
+
+def chromium() -> str | None:
+    """A Chromium that runs headless here, or None."""
+    import shutil
+    import subprocess
+
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            try:
+                subprocess.run([found, "--version"], capture_output=True, timeout=20, check=True)
+            except (OSError, subprocess.SubprocessError):
+                continue
+            return found
+    return None
+
+
+class DevToolsError(Exception):
+    """Chromium answered a command with an error."""
+
+
+class DevTools:
+    """Headless Chromium driven over ``--remote-debugging-pipe`` (JSON messages separated by NUL on
+    its file descriptors 3 and 4): no network port, and it ends with the test."""
+
+    def __init__(self, binary: str, profile: Path, url: str):
+        import fcntl
+        import subprocess
+
+        low_read, self._commands = os.pipe()
+        self._replies, low_write = os.pipe()
+        # Far from 3 and 4, so that putting them there cannot close one of them first.
+        commands_read = fcntl.fcntl(low_read, fcntl.F_DUPFD, 100)
+        replies_write = fcntl.fcntl(low_write, fcntl.F_DUPFD, 100)
+        os.close(low_read)
+        os.close(low_write)
+
+        flags = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--remote-debugging-pipe",
+        ]
+        # The shell puts the pipes on the descriptors Chromium reads (3) and writes (4), then becomes it.
+        wiring = f'exec "$0" "$@" 3<&{commands_read} 4>&{replies_write} {commands_read}<&- {replies_write}>&-'
+        self.process = subprocess.Popen(
+            ["bash", "-c", wiring, binary, *flags, url],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(commands_read, replies_write),
+        )
+        os.close(commands_read)
+        os.close(replies_write)
+        self._buffer = b""
+        self._next = 0
+
+    def call(self, method: str, seconds: float = 20.0, session: str | None = None, **params: object) -> dict:
+        import json
+        import select
+
+        self._next += 1
+        message: dict[str, object] = {"id": self._next, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        os.write(self._commands, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            while b"\0" in self._buffer:
+                raw, self._buffer = self._buffer.split(b"\0", 1)
+                reply = json.loads(raw)
+                if reply.get("id") == self._next:
+                    if "error" in reply:
+                        raise DevToolsError(reply["error"].get("message", str(reply)))
+                    return reply["result"]
+            if select.select([self._replies], [], [], 0.5)[0]:
+                data = os.read(self._replies, 1 << 16)
+                if not data:
+                    break
+                self._buffer += data
+        raise AssertionError(f"Chromium did not answer {method} within {seconds} s")
+
+    def close(self) -> None:
+        import subprocess
+
+        self.process.kill()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        os.close(self._commands)
+        os.close(self._replies)
+
+
+TYPE_AND_RUN = """
+(async () => {
+  const sleep = ms => new Promise(done => setTimeout(done, ms));
+  for (let i = 0; i < 150 && !document.querySelector('.CodeMirror'); i++) await sleep(100);
+  const editor = document.querySelector('.CodeMirror');
+  if (!editor) return 'no editor';
+  editor.CodeMirror.setValue(%s);
+  document.querySelector('.yasqe_queryButton').click();
+  for (let i = 0; i < 150; i++) {
+    const rows = document.querySelectorAll('.yasr tbody tr');
+    if (rows.length) return Array.from(rows, row => row.innerText.replace(/\\s+/g, ' ').trim());
+    await sleep(100);
+  }
+  return 'no rows: ' + (document.querySelector('.yasr') || document.body).innerText.slice(0, 300);
+})()
+"""
+
+
+def test_the_query_page_runs_a_query_in_a_browser(data_copy, tmp_path):
+    """Headless Chromium opens the page at /, types a query, presses run and sees its rows."""
+    import json
+
+    binary = chromium()
+    if binary is None:
+        pytest.skip("no working headless Chromium (apt-get install chromium)")
+    query = "SELECT ?n WHERE { VALUES ?n { 'first-row' 'second-row' } }"
+    with serving(data_copy, tmp_path / "store") as served:
+        browser = DevTools(binary, tmp_path / "profile", served.base + "/")
+        try:
+            targets = browser.call("Target.getTargets")["targetInfos"]
+            page = next(t for t in targets if t["type"] == "page")
+            session = browser.call("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
+            result: dict = {}
+            for _ in range(10):  # bounded: the page may still be replacing about:blank
+                try:
+                    result = browser.call(
+                        "Runtime.evaluate",
+                        seconds=40,
+                        session=session,
+                        expression=TYPE_AND_RUN % json.dumps(query),
+                        awaitPromise=True,
+                        returnByValue=True,
+                    )
+                    break
+                except DevToolsError as error:
+                    if "context" not in str(error):
+                        raise
+                    time.sleep(0.5)
+        finally:
+            browser.close()
+    rows = result["result"]["value"]
+    assert isinstance(rows, list), rows
+    assert [row.split()[-1] for row in rows] == ["first-row", "second-row"]
