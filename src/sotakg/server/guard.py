@@ -1,24 +1,34 @@
 """The guard in front of ``sotakg serve``: a small reverse proxy that screens every request before the
-Oxigraph server sees it, and caps the size of what comes back.
+Oxigraph server sees it, runs a bounded number of queries at once, and passes answers back complete
+or visibly broken.
 
 The Oxigraph server runs whatever query it gets: ``SERVICE <http://...>`` makes it fetch from the
-network, and a pathologically nested query overflows its parser's stack and kills it. It has no
-option to turn either off, so the server listens on a loopback port only this process knows, and
-this proxy, on the address users see, forwards only what passes:
+network, and a pathologically large query overflows its stack and kills it. It has no option to
+turn either off, so the server listens on a loopback port only this process knows, and this proxy,
+on the address users see, forwards only what passes:
 
-* ``GET``/``HEAD`` of any path (the query page ``/``, its assets, ``/query?query=...``). Every ``query``
-  parameter goes through ``sparql.check_query`` first: SPARQL Update is refused with 403; ``SERVICE``,
-  ``LOAD``, ``FROM``/``FROM NAMED`` and over-deep nesting with 400, as plain text saying why.
-* ``POST /query`` with an ``application/sparql-query`` body or an ``application/x-www-form-urlencoded``
-  form, screened the same way; other media types and encoded bodies are refused (415).
+* ``GET``/``HEAD`` of any path (the query page ``/``, its assets, ``/query?query=...``; HEAD is asked
+  of the server as GET, and only the headers are passed on). Every ``query`` parameter goes through
+  ``sparql.check_query`` first: SPARQL Update is refused with 403; ``SERVICE``, ``LOAD``,
+  ``FROM``/``FROM NAMED``, over-deep nesting and over-large queries with 400, as plain text saying why.
+* ``POST /query`` (and ``/sparql``, where the query page sends its queries) with an
+  ``application/sparql-query`` body or an ``application/x-www-form-urlencoded`` form, screened the
+  same way; other media types and encoded bodies are refused (415).
 * Anything else (``/update``, Graph Store ``PUT``/``POST``/``DELETE``, other methods) is answered 403
   and never forwarded.
 
-A request body over ``--max-request-bytes`` is refused with 413 before it is read. An answer is
-streamed through; once it passes ``--max-result-bytes`` the proxy stops and closes the connection
-without finishing the answer (no final chunk, or fewer bytes than announced), so every HTTP client
-sees a truncated answer rather than a short one that looks complete, and a line on standard error
-names the option.
+At most ``max_concurrent`` queries are forwarded at once; up to ``DEFAULT_WAITING`` more wait (at most
+``wait_seconds``) and the rest are answered 503 with Retry-After at once. With an ``engine``
+(``serve.Engine``), a query that passes its time gets 504 and the engine holding it is restarted (the
+server cannot cancel a running query); while it restarts, queries get 503 with Retry-After.
+
+A request body over ``--max-request-bytes`` is refused with 413 before it is read. An answer over
+``--max-result-bytes`` that announces its length, or that goes to an HTTP/1.0 client (no chunked
+encoding: it is buffered up to the cap), is answered 502 instead. Otherwise it is streamed through;
+once it passes the cap the proxy stops and closes the connection without finishing the answer (no
+final chunk), so the client sees a truncated answer rather than a short one that looks complete, and
+a line on standard error names the option. The service description leaves out
+``sd:BasicFederatedQuery``, which the guard refuses.
 """
 
 from __future__ import annotations

@@ -2,11 +2,14 @@
 
 sotakg does not grow a query engine of its own: it runs ``oxigraph serve-read-only`` (the ``oxigraph``
 package on PyPI, ``pip install 'sotakg[serve]'``) as a child process on the store's current
-generation, which answers queries at ``/query``, offers a query page at ``/`` and stops queries after
-``--timeout`` seconds. The server listens on a free loopback port; users reach it through
-``guard.GuardServer`` on ``--host``/``--port``, which refuses writes (403), SPARQL Update, SERVICE,
-LOAD, FROM and over-deep nesting before the server sees them, and caps request and answer sizes
-(``--max-request-bytes``, ``--max-result-bytes``). The generation is held (``store.hold_generation``)
+generation, which answers queries at ``/query`` and offers a query page at ``/``. The server listens
+on a free loopback port, never shown; users reach it through ``guard.GuardServer`` on
+``--host``/``--port``, which refuses writes (403), SPARQL Update, SERVICE, LOAD, FROM, over-deep
+nesting and over-large queries before the server sees them, caps request and answer sizes
+(``--max-request-bytes``, ``--max-result-bytes``) and runs at most ``--max-concurrent`` queries at
+once. ``Engine`` keeps the server running: restarted when it dies, or when a query runs past
+``--timeout`` (which is how the query is stopped), with a larger thread stack (``RUST_MIN_STACK``).
+The generation is held (``store.hold_generation``)
 while it is served, so a ``sotakg build`` meanwhile makes a new generation beside it and leaves the
 served one in place; the server keeps serving the build it started with until it is restarted.
 """
