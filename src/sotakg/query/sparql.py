@@ -327,24 +327,28 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
         )
     form = None
     count = terms = unions = 0
+    max_tokens, max_terms, max_unions = limits.max_terms * 4, limits.max_terms, limits.max_unions
     depth = _Depth()
     for token in tokens(text):
         count += 1
-        if token.kind in _TERM_KINDS:
+        kind = token.kind
+        if kind in _TERM_KINDS:
             terms += 1
-        elif token.kind == "word" and token.text.upper() == "UNION":
+        elif kind == "word" and token.text.upper() == "UNION":
             unions += 1
-        for used, limit, what in (
-            (count, limits.max_terms * 4, "tokens"),
-            (terms, limits.max_terms, "terms (variables, IRIs, names, literals)"),
-            (unions, limits.max_unions, "UNIONs"),
-        ):
-            if used > limit:
-                line, column = position(text, token.offset)
-                raise QueryRefused(
-                    f"the query has more than {limit} {what} (line {line}, column {column}); the engine "
-                    f"could not evaluate it safely. Split it into smaller queries"
-                )
+        if count > max_tokens or terms > max_terms or unions > max_unions:
+            limit, what = (
+                (max_tokens, "tokens")
+                if count > max_tokens
+                else (max_terms, "terms (variables, IRIs, names, literals)")
+                if terms > max_terms
+                else (max_unions, "UNIONs")
+            )
+            line, column = position(text, token.offset)
+            raise QueryRefused(
+                f"the query has more than {limit} {what} (line {line}, column {column}); the engine "
+                f"could not evaluate it safely. Split it into smaller queries"
+            )
         if depth.feed(token) > limits.max_depth:
             line, column = position(text, token.offset)
             raise QueryRefused(
@@ -358,7 +362,9 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
                 f"'<' at line {line}, column {column} reads as an IRI in SPARQL 1.1 and as 'less than' in the "
                 f"engine; put a space after '<' to compare"
             )
-        if form is None and token.kind == "word" and token.text.upper() in QUERY_FORMS:
+        if kind == "punct" or kind == "var" or kind == "iri" or kind == "string":
+            continue  # nothing the engine could read as a keyword
+        if form is None and kind == "word" and token.text.upper() in QUERY_FORMS:
             form = token.text.upper()
         found = _keyword_at(token)
         if found is None:
