@@ -784,6 +784,13 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
     metavar="SIZE",
     help="Cut answers off (truncated, logged) past this size.",
 )
+@click.option(
+    "--max-concurrent",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Run at most N queries at once; more wait briefly, then get 503 (default: the number of cores).",
+)
 @click.pass_context
 def serve_command(
     ctx: click.Context,
@@ -793,6 +800,7 @@ def serve_command(
     get_path: str | None,
     max_request_bytes: str,
     max_result_bytes: str,
+    max_concurrent: int | None,
 ) -> None:
     """Serve the graph read-only over the SPARQL 1.1 Protocol.
 
@@ -836,6 +844,7 @@ def serve_command(
         warn=lambda text: click.echo(text, err=True),
         max_request_bytes=request_cap,
         max_result_bytes=result_cap,
+        max_concurrent=max_concurrent,
     )
     click.echo("Stopped.")
 
