@@ -441,24 +441,40 @@ def _ontology_quads(quads: Iterable[Quad]) -> set[Quad]:
 
 
 def _lineage(manifest: dict[str, Any], quads: set[Quad]) -> dict[str, Any]:
-    """What changed since each of the last builds: the IRIs and identifiers the change touched,
-    added to what had changed since the builds the current generation remembers."""
+    """What changed since each of the last builds, added to what had changed since the builds the
+    current generation remembers: the subjects of the triples taken out or put in, their IRI objects
+    by predicate, and the identifiers among their literals (what a validation needs to find the
+    focus nodes a change can affect)."""
     from pyoxigraph import Literal, NamedNode
 
     from .vocab import IDENTIFIER
 
-    nodes = {quad.subject.value for quad in quads if isinstance(quad.subject, NamedNode)}
-    nodes |= {quad.object.value for quad in quads if isinstance(quad.object, NamedNode)}
-    identifiers = {
-        quad.object.value for quad in quads if quad.predicate.value == IDENTIFIER and isinstance(quad.object, Literal)
-    }
-    lineage: dict[str, Any] = {manifest["fingerprint"]: {"nodes": sorted(nodes), "identifiers": sorted(identifiers)}}
+    subjects: set[str] = set()
+    links: dict[str, set[str]] = {}
+    identifiers: set[str] = set()
+    for quad in quads:
+        subjects.add(_subject_text(quad))
+        if isinstance(quad.object, NamedNode):
+            links.setdefault(quad.predicate.value, set()).add(quad.object.value)
+        elif isinstance(quad.object, Literal) and quad.predicate.value == IDENTIFIER:
+            identifiers.add(quad.object.value)
+
+    def since(earlier: dict[str, Any]) -> dict[str, Any]:
+        earlier_links = earlier.get("links", {})
+        merged = {
+            predicate: sorted(links.get(predicate, set()) | set(earlier_links.get(predicate, [])))
+            for predicate in sorted(set(links) | set(earlier_links))
+        }
+        return {
+            "subjects": sorted(subjects | set(earlier.get("subjects", []))),
+            "links": merged,
+            "identifiers": sorted(identifiers | set(earlier.get("identifiers", []))),
+        }
+
+    lineage: dict[str, Any] = {manifest["fingerprint"]: since({})}
     earlier = manifest.get("lineage")
     if isinstance(earlier, dict):
-        for fingerprint, since in list(earlier.items())[: LINEAGE_DEPTH - 1]:
-            if isinstance(since, dict) and fingerprint not in lineage:
-                lineage[fingerprint] = {
-                    "nodes": sorted(nodes | set(since.get("nodes", []))),
-                    "identifiers": sorted(identifiers | set(since.get("identifiers", []))),
-                }
+        for fingerprint, changes in list(earlier.items())[: LINEAGE_DEPTH - 1]:
+            if isinstance(changes, dict) and fingerprint not in lineage:
+                lineage[fingerprint] = since(changes)
     return lineage

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import StoreError
 from ..records.sources import display_path
-from .build import DataRead, build
+from .build import DataRead, build, read_data
 from .store import DATABASE, StoreLayout, freshness, open_read_only, read_manifest
 
 if TYPE_CHECKING:
@@ -33,6 +33,11 @@ def ensure_fresh(data_dir: Path | None, store_path: Path, data: DataRead | None 
     if data is not None:
         if read_manifest(layout.current_generation()).get("fingerprint") != data.snapshot.fingerprint:
             build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, data=data)
+        return
+    if layout.current_generation() is None:
+        # The first build: read everything before the build takes its lock, so unreadable data
+        # leaves no trace (not even the store's folder).
+        build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, data=read_data(data_dir, store_path))
         return
     fresh, scanned = freshness(data_dir, layout)
     if not fresh:

@@ -8,6 +8,7 @@ so readers always see a complete graph, the old one or the new one. ``PATH.lock`
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -278,6 +279,19 @@ def _racy_files_unchanged(data_dir: Path, racy: dict[str, str]) -> bool:
     return True
 
 
+def _settle_racy(
+    generation: Path, manifest: dict[str, Any], racy: dict[str, str], stats: dict[str, FileStat], scan_ns: int
+) -> dict[str, str]:
+    """Drop from the manifest the racy files that just proved unchanged and are now old enough that
+    any later edit changes their stat (so the next scans read nothing); best effort."""
+    threshold = scan_ns - RACY_NS
+    still = {rel: h for rel, h in racy.items() if rel in stats and max(stats[rel][1], stats[rel][3]) >= threshold}
+    if still != racy:
+        with contextlib.suppress(OSError):  # a read-only checkout: the files are checked again next time
+            atomic_write_text(generation / MANIFEST, json.dumps({**manifest, "racy": still}, indent=1, sort_keys=True))
+    return still
+
+
 def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False) -> DataSnapshot:
     """Scan ``data_dir`` against the build in ``generation``.
 
@@ -299,6 +313,8 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
         and manifest.get("base") == build_base()
         and _racy_files_unchanged(data_dir, racy)
     ):
+        if racy and generation is not None:
+            racy = _settle_racy(generation, manifest, racy, stats, scan_ns)
         return DataSnapshot(
             sources, stats, stat_digest, manifest["fingerprint"], scan_ns, racy=dict(racy), against=against
         )
