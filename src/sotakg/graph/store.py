@@ -13,6 +13,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import marshal
 import os
 import shutil
 import time
@@ -223,35 +224,44 @@ class DataSnapshot:
 
 def scan_data(data_dir: Path) -> tuple[list[SourceFile], dict[str, FileStat]]:
     """The record files of ``data_dir`` as ``scan_sources`` lists them, with each file's FileStat,
-    from one stat call a file (the whole cost of a no-change command at scale)."""
+    from one stat call a file (the whole cost of a no-change command at scale). Each folder is
+    listed through its descriptor, so that the stat of an entry resolves one name, not a path."""
     found: list[SourceFile] = []
     stats: dict[str, FileStat] = {}
     shown_root = display_path(data_dir)
     prefix = "" if shown_root == "." else shown_root + "/"
+    append = found.append
 
     def walk(folder: str, relative: str) -> None:
         try:
-            entries = sorted(os.scandir(folder), key=_entry_name)
+            descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             return
-        kind = (FOLDER_KINDS.get(relative) if "/" not in relative else None) if relative else None
-        for entry in entries:
-            name = entry.name
-            if name.startswith("."):
-                continue
-            rel = f"{relative}/{name}" if relative else name
-            if entry.is_dir(follow_symlinks=False):
-                walk(entry.path, rel)
-                continue
-            if not name.endswith((".yaml", ".yml")):
-                continue
-            try:
-                info = entry.stat()
-            except OSError:  # a dangling link: listed, so that the build names it
-                info = entry.stat(follow_symlinks=False)
-            file_kind = ("registry" if name == REGISTRY_FILE else None) if not relative else kind
-            found.append(SourceFile(entry.path, rel, prefix + rel, file_kind, info.st_size, info.st_mtime_ns))
-            stats[rel] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+        try:
+            entries = sorted(os.scandir(descriptor), key=_entry_name)
+            kind = (FOLDER_KINDS.get(relative) if "/" not in relative else None) if relative else None
+            base = relative + "/" if relative else ""
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
+                    continue
+                rel = base + name
+                if entry.is_dir(follow_symlinks=False):
+                    walk(f"{folder}/{name}", rel)
+                    continue
+                if not name.endswith((".yaml", ".yml")):
+                    continue
+                try:
+                    info = entry.stat()
+                except OSError:  # a dangling link: listed, so that the build names it
+                    info = entry.stat(follow_symlinks=False)
+                file_kind = kind if relative else ("registry" if name == REGISTRY_FILE else None)
+                append(SourceFile(f"{folder}/{name}", rel, prefix + rel, file_kind, info.st_size, info.st_mtime_ns))
+                stats[rel] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+        except OSError:
+            return
+        finally:
+            os.close(descriptor)
 
     walk(str(data_dir), "")
     return found, stats
@@ -262,9 +272,8 @@ def _entry_name(entry: os.DirEntry[str]) -> str:
 
 
 def _stat_digest(stats: dict[str, FileStat]) -> str:
-    digest = hashlib.sha256()
-    digest.update("\n".join(f"{rel}\0{s[0]}\0{s[1]}\0{s[2]}\0{s[3]}" for rel, s in stats.items()).encode())
-    return digest.hexdigest()
+    # marshal writes the (ordered) table in C: a tenth of the cost of formatting it line by line.
+    return hashlib.sha256(marshal.dumps(stats)).hexdigest()
 
 
 def _racy_files_unchanged(data_dir: Path, racy: dict[str, str]) -> bool:
