@@ -23,7 +23,7 @@ from sotakg.records import schema
 from sotakg.records.schema import KINDS, Record, dump_record, read_record
 from sotakg.records.sources import scan_sources
 from sotakg.rules import incremental
-from sotakg.rules.validate import ENGINES, shapes_paths, validate
+from sotakg.rules.validate import ENGINES, RawResult, shapes_paths, validate
 
 from .conftest import SHIPPED_DATA
 
@@ -179,9 +179,14 @@ def test_one_edit_is_applied_incrementally_and_rechecks_few_nodes(tmp_path: Path
     assert generation is not None
     graph = open_read_only(StoreLayout(store))
     engine = ENGINES["sparql"]
-    first, checked = incremental.results_for_generation(graph, generation, "sparql", engine, shapes_paths())
+    key = incremental.cache_key("sparql", shapes_paths())
+
+    def run(graph):
+        return engine(graph, shapes_paths())
+
+    first, checked = incremental.results_for_generation(graph, generation, key, run, RawResult)
     assert checked is None  # nothing stored yet: a full run
-    again, checked = incremental.results_for_generation(graph, generation, "sparql", engine, shapes_paths())
+    again, checked = incremental.results_for_generation(graph, generation, key, run, RawResult)
     assert (again, checked) == (first, 0)  # no change: every stored result reused
 
     practice.write_text(practice.read_text(encoding="utf-8").replace("status: Rejected", "status: Active"))
@@ -189,12 +194,12 @@ def test_one_edit_is_applied_incrementally_and_rechecks_few_nodes(tmp_path: Path
     generation = StoreLayout(store).current_generation()
     assert generation is not None
     graph = open_read_only(StoreLayout(store))
-    results, checked = incremental.results_for_generation(graph, generation, "sparql", engine, shapes_paths())
+    results, checked = incremental.results_for_generation(graph, generation, key, run, RawResult)
     assert checked is not None and 0 < checked < 40  # SOTA-017, its versions, what it links to and from
     assert sorted(results, key=repr) == sorted(engine(graph, shapes_paths()), key=repr)
 
 
-def test_other_shapes_are_validated_in_full(tmp_path: Path):
+def test_other_shapes_are_validated_in_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     data = tmp_path / "data"
     shutil.copytree(SHIPPED_DATA, data)
     store = tmp_path / "store"
@@ -203,12 +208,18 @@ def test_other_shapes_are_validated_in_full(tmp_path: Path):
     validate(data, store, shapes=[shapes])
     paper = data / "papers" / "LIT-004.yaml"
     paper.write_text(paper.read_text(encoding="utf-8").replace("year: 2016", "year: 1999"), encoding="utf-8")
-    build(data, store)
-    generation = StoreLayout(store).current_generation()
-    assert generation is not None
-    graph = open_read_only(StoreLayout(store))
-    _results, checked = incremental.results_for_generation(graph, generation, "sparql", ENGINES["sparql"], [shapes])
-    assert checked is None
+    partial = []
+    original = incremental.results_for_generation
+
+    def spy(*args, **kwargs):
+        results, checked = original(*args, **kwargs)
+        partial.append((kwargs.get("partial"), checked))
+        return results, checked
+
+    monkeypatch.setattr(incremental, "results_for_generation", spy)
+    report = validate(data, store, shapes=[shapes])
+    assert partial == [(False, None)]
+    assert report.findings == validate(data, tmp_path / "full", shapes=[shapes]).findings
 
 
 def test_findings_are_located_without_parsing_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -10,23 +10,24 @@ Which nodes a change can affect follows from what the shipped rules look at (``D
 a node's own statements; the type and statements of the nodes it links to; the nodes that link to
 it (inverse paths, ``?later dcterms:isVersionOf $this``); the other holders of its identifier
 (``id-unique``); and whole chains of supersession and revision (the cycle rules). Other shapes files
-are validated in full (their results are still reused while nothing changes).
+are validated in full (their results are still reused while nothing changes). This module knows
+nothing of engines: ``validate`` passes the run and the result type in.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .. import __version__
 from ..graph import vocab as v
 from ..graph.store import CARRY_PREFIX, SourceTable, read_manifest
 from ..records.sources import atomic_write_text
-from .validate import _VERSION_IRI, Engine, RawResult, shapes_paths
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
@@ -34,6 +35,17 @@ if TYPE_CHECKING:
     from ..records.schema import Record
 
 FINDINGS_PREFIX = CARRY_PREFIX + "findings-"
+_VERSION_IRI = re.compile("^" + re.escape(v.ID) + r"(?P<practice>.+)-v(?P<number>[0-9]+)$")
+
+
+class Result(Protocol):
+    """A raw validation result (validate.RawResult): a dataclass with the focus node's IRI."""
+
+    @property
+    def focus(self) -> str: ...
+
+
+R = TypeVar("R", bound=Result)
 
 #: Links whose target's results can change with the link (inverse paths, supersession agreement,
 #: version order), so a changed link re-checks its target too. ``filedUnder``, ``inScheme``, types
@@ -65,52 +77,51 @@ def cache_key(engine: str, shapes: Sequence[Path]) -> str:
     return digest.hexdigest()[:32]
 
 
-def _is_shipped(shapes: Sequence[Path]) -> bool:
-    shipped = shapes_paths()
-    if len(shipped) != len(shapes):
-        return False
-    return all(a.read_bytes() == b.read_bytes() for a, b in zip(shipped, shapes, strict=True))
-
-
 def results_for_generation(
-    store: Store, generation: Path, engine: str, run: Engine, shapes: Sequence[Path]
-) -> tuple[list[RawResult], int | None]:
+    store: Store,
+    generation: Path,
+    key: str,
+    run: Callable[[Store], list[R]],
+    result_type: Callable[..., R],
+    partial: bool = True,
+) -> tuple[list[R], int | None]:
     """The raw results of ``run`` over ``store`` (the graph of ``generation``), and how many focus
-    nodes were validated again (None: a full run; 0: every stored result reused)."""
+    nodes were validated again (None: a full run; 0: every stored result reused). ``key`` names the
+    engine and shapes (cache_key); ``partial`` allows re-checking only what changed (the shapes are
+    the shipped ones, whose dependencies this module knows)."""
     manifest = read_manifest(generation)
     fingerprint = manifest.get("fingerprint")
-    path = generation / f"{FINDINGS_PREFIX}{cache_key(engine, shapes)}.json"
-    stored = _read_stored(path)
+    path = generation / f"{FINDINGS_PREFIX}{key}.json"
+    stored = _read_stored(path, result_type)
     checked: int | None = None
     if stored is not None and stored[0] == fingerprint:
         return stored[1], 0
     changes = None
     if stored is not None and isinstance(manifest.get("lineage"), dict):
         changes = manifest["lineage"].get(stored[0])
-    results: list[RawResult] | None = None
-    if isinstance(changes, dict) and _is_shipped(shapes) and stored is not None:
+    results: list[R] | None = None
+    if partial and isinstance(changes, dict) and stored is not None:
         affected = affected_nodes(store, changes)
         if affected is not None and not any(r.focus.startswith("_:") for r in stored[1]):
-            graph = context_graph(store, affected)
-            fresh = [r for r in run(graph, shapes) if r.focus in affected]
+            fresh = [r for r in run(context_graph(store, affected)) if r.focus in affected]
             results = [r for r in stored[1] if r.focus not in affected] + fresh
             checked = len(affected)
     if results is None:
-        results = run(store, shapes)
+        results = run(store)
     if isinstance(fingerprint, str):
         _write_stored(path, fingerprint, results)
     return results, checked
 
 
-def _read_stored(path: Path) -> tuple[str, list[RawResult]] | None:
+def _read_stored(path: Path, result_type: Callable[..., R]) -> tuple[str, list[R]] | None:
     try:
         stored = json.loads(path.read_text())
-        return stored["fingerprint"], [RawResult(*row) for row in stored["results"]]
+        return stored["fingerprint"], [result_type(*row) for row in stored["results"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def _write_stored(path: Path, fingerprint: str, results: Iterable[RawResult]) -> None:
+def _write_stored(path: Path, fingerprint: str, results: Iterable[Any]) -> None:
     text = json.dumps({"fingerprint": fingerprint, "results": [astuple(r) for r in results]}, separators=(",", ":"))
     try:
         atomic_write_text(path, text)
