@@ -354,3 +354,56 @@ def test_scan_data_lists_what_scan_sources_lists(tmp_path: Path):
     listed, stats = scan_data(data)
     assert listed == scan_sources(data)
     assert list(stats) == [source.relative for source in listed]
+
+
+# ------------------------------------------------------------------------------------------ hostile store
+
+
+def _table(store: Path) -> Path:
+    generation = StoreLayout(store).current_generation()
+    assert generation is not None
+    return generation / store_module.SOURCE_TABLE
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        # A row whose fields are not a record's: an IRI with a space, a version that is text.
+        "UPDATE records SET fields = '{\"id\": \"SOTA-017\", \"cites\": [\"a b\"], \"version\": \"x\"}'",
+        "UPDATE records SET lines = '[1, 2]'",
+        "CREATE TRIGGER spy AFTER DELETE ON records BEGIN INSERT INTO files VALUES ('x', 0, 0, 0, 0, 'x'); END",
+        "DROP TABLE records",
+    ],
+)
+def test_a_source_table_sotakg_did_not_write_means_a_full_build(tmp_path: Path, tamper: str):
+    import sqlite3
+
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    store = tmp_path / "store"
+    build(data, store)
+    with sqlite3.connect(_table(store)) as connection:
+        connection.execute(tamper)
+    practice = data / "practices" / "SOTA-017.yaml"
+    practice.write_text(practice.read_text(encoding="utf-8").replace("status: Active", "status: Proposed"))
+    report = build(data, store)
+    assert report.rebuilt and report.incremental is None
+    _, fresh = _full_run(data, tmp_path / "full")
+    assert _quads(store) == fresh
+    assert validate(data, store).findings == validate(data, tmp_path / "full" / "store").findings
+
+
+def test_a_linked_source_table_is_not_followed(tmp_path: Path):
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    store = tmp_path / "store"
+    build(data, store)
+    table = _table(store)
+    outside = tmp_path / "outside.sqlite"
+    table.rename(outside)
+    table.symlink_to(outside)
+    before = outside.read_bytes()
+    practice = data / "practices" / "SOTA-017.yaml"
+    practice.write_text(practice.read_text(encoding="utf-8").replace("status: Active", "status: Proposed"))
+    assert build(data, store).incremental is None
+    assert outside.read_bytes() == before

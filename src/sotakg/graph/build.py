@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -114,8 +115,14 @@ def build(
         generation = layout.new_generation()
         committed = False
         try:
+            applied = None
             if change is not None and current is not None:
-                triples, counts, lineage = _apply_change(current, generation, manifest, scanned, change)
+                applied = _try_change(current, generation, manifest, scanned, change)
+                if applied is None:  # the current generation's table does not hold up: build in full
+                    change = None
+                    anthology = _read_records(data_dir, scanned)
+            if applied is not None:
+                triples, counts, lineage = applied
             else:
                 assert anthology is not None
                 triples = _load_generation(generation / DATABASE, anthology)
@@ -237,10 +244,21 @@ def _write_source_table(generation: Path, scanned: DataSnapshot, records: list[R
 
 def record_from_row(row: tuple[Any, ...], shown_prefix: str = "") -> Record:
     """A Record back from its source table row (fields, the line of each, the file as shown)."""
-    from ..records.schema import Record
+    from ..records.schema import KINDS, Record
 
     rel, kind, record_id, _subject, line, lines, fields = row
-    return Record(kind, record_id, json.loads(fields), shown_prefix + rel, line, json.loads(lines))
+    values, field_lines = json.loads(fields), json.loads(lines)
+    if not (
+        kind in KINDS
+        and isinstance(record_id, str)
+        and isinstance(rel, str)
+        and isinstance(line, int)
+        and isinstance(values, dict)
+        and isinstance(field_lines, dict)
+        and all(isinstance(n, int) for n in field_lines.values())
+    ):
+        raise ValueError(f"a source table row that sotakg did not write: {rel!r}")
+    return Record(kind, record_id, values, shown_prefix + rel, line, field_lines)
 
 
 # ------------------------------------------------------------------------------------- incremental
@@ -274,6 +292,8 @@ def _plan_change(data_dir: Path, current: Path, manifest: dict[str, Any], scanne
         old = [record_from_row(row, shown) for row in table.records_where("rel", sorted(touched))]
         new, problems = _read_changed(data_dir, scanned)
         problems.extend(_clashes(table, touched, new, scanned))
+    except _UNUSABLE:
+        return None
     finally:
         table.close()
     if problems:
@@ -342,6 +362,23 @@ def _clashes(
 
 
 _VERSION_SUBJECT = re.compile(r"^(?P<record>.+)-v[0-9]+$")
+
+
+#: What a source table or manifest that does not hold what a build wrote raises when read back (a
+#: store from a pull request, a disk error): the incremental build gives way to a full one.
+_UNUSABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError, sqlite3.Error)
+
+
+def _try_change(
+    current: Path, generation: Path, manifest: dict[str, Any], scanned: DataSnapshot, change: _Change
+) -> tuple[int, dict[str, int], dict[str, Any]] | None:
+    """_apply_change, or None (and ``generation`` removed) when the current generation's table or
+    manifest cannot be used."""
+    try:
+        return _apply_change(current, generation, manifest, scanned, change)
+    except _UNUSABLE:
+        remove_path(generation)
+        return None
 
 
 def _apply_change(
@@ -476,5 +513,6 @@ def _lineage(manifest: dict[str, Any], quads: set[Quad]) -> dict[str, Any]:
     if isinstance(earlier, dict):
         for fingerprint, changes in list(earlier.items())[: LINEAGE_DEPTH - 1]:
             if isinstance(changes, dict) and fingerprint not in lineage:
-                lineage[fingerprint] = since(changes)
+                with contextlib.suppress(*_UNUSABLE):  # an entry sotakg did not write is dropped
+                    lineage[fingerprint] = since(changes)
     return lineage

@@ -490,7 +490,7 @@ class SourceTable:
         import sqlite3
 
         path = generation / SOURCE_TABLE
-        if not path.is_file():
+        if path.is_symlink() or not path.is_file():
             return None
         try:
             if writable:
@@ -498,9 +498,14 @@ class SourceTable:
                 connection.execute("PRAGMA synchronous=OFF")
             else:
                 connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-            connection.execute("SELECT 1 FROM files LIMIT 1").fetchall()
-            connection.execute("SELECT 1 FROM records LIMIT 1").fetchall()
+            # A table from a pull request's committed store may hold anything: use it only when its
+            # schema is exactly the one sotakg writes (no triggers, no views).
+            connection.execute("PRAGMA trusted_schema=OFF")
+            schema = {row[0] for row in connection.execute("SELECT sql FROM sqlite_master")}
         except sqlite3.Error:
+            return None
+        if schema != set(cls.SCHEMA):
+            connection.close()
             return None
         return cls(connection)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple
 from pathlib import Path
@@ -101,7 +102,10 @@ def results_for_generation(
         changes = manifest["lineage"].get(stored[0])
     results: list[R] | None = None
     if partial and isinstance(changes, dict) and stored is not None:
-        affected = affected_nodes(store, changes)
+        try:
+            affected = affected_nodes(store, changes)
+        except (TypeError, ValueError, AttributeError):  # a lineage sotakg did not write: check everything
+            affected = None
         if affected is not None and not any(r.focus.startswith("_:") for r in stored[1]):
             fresh = [r for r in run(context_graph(store, affected)) if r.focus in affected]
             results = [r for r in stored[1] if r.focus not in affected] + fresh
@@ -115,8 +119,13 @@ def results_for_generation(
 
 def _read_stored(path: Path, result_type: Callable[..., R]) -> tuple[str, list[R]] | None:
     try:
+        if path.is_symlink():
+            return None
         stored = json.loads(path.read_text())
-        return stored["fingerprint"], [result_type(*row) for row in stored["results"]]
+        results = [result_type(*row) for row in stored["results"]]
+        if not isinstance(stored["fingerprint"], str) or not all(isinstance(r.focus, str) for r in results):
+            return None
+        return stored["fingerprint"], results
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -216,8 +225,11 @@ class SourceLocator:
         from ..graph.build import record_from_row
 
         if subject not in self.cache:
-            rows = self.table.records_where("subject", [subject]) if self.table is not None else []
-            self.cache[subject] = record_from_row(rows[0], self.shown_prefix) if rows else None
+            try:
+                rows = self.table.records_where("subject", [subject]) if self.table is not None else []
+                self.cache[subject] = record_from_row(rows[0], self.shown_prefix) if rows else None
+            except (ValueError, TypeError, sqlite3.Error):  # a row sotakg did not write: no location
+                self.cache[subject] = None
         return self.cache[subject]
 
     def record_of(self, focus: str) -> tuple[Record | None, str | None]:
