@@ -369,7 +369,7 @@ def _table(store: Path) -> Path:
     "tamper",
     [
         # A row whose fields are not a record's: an IRI with a space, a version that is text.
-        "UPDATE records SET fields = '{\"id\": \"SOTA-017\", \"cites\": [\"a b\"], \"version\": \"x\"}'",
+        'UPDATE records SET fields = \'{"id": "SOTA-017", "cites": ["a b"], "version": "x"}\'',
         "UPDATE records SET lines = '[1, 2]'",
         "CREATE TRIGGER spy AFTER DELETE ON records BEGIN INSERT INTO files VALUES ('x', 0, 0, 0, 0, 'x'); END",
         "DROP TABLE records",
