@@ -315,8 +315,8 @@ def test_a_racy_file_is_rehashed_even_when_its_stat_cannot_change(tmp_path: Path
     old = data / "papers" / "LIT-004.yaml"
     layout = StoreLayout(tmp_path / "store")
     build(data, layout.path)
-    frozen = scan_data(data)
-    monkeypatch.setattr(store_module, "scan_data", lambda folder: frozen)  # a clock that did not tick
+    frozen = store_module.scan_stats(data)
+    monkeypatch.setattr(store_module, "scan_stats", lambda folder: frozen)  # a clock that did not tick
 
     _same_size_edit(data / "practices" / "SOTA-017.yaml")
     assert not is_fresh(data, layout)

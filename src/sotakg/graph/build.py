@@ -421,7 +421,7 @@ def _apply_change(
         finally:
             del store
         table.delete_files(change.touched)
-        table.put_files(row for row in scanned.file_rows() if row[0] in scanned.rehashed)
+        table.put_files((rel, *scanned.stats[rel], scanned.hashes[rel]) for rel in scanned.rehashed)
         table.put_records(_record_row(rel, record) for rel, record in change.new)
         table.commit()
     finally:

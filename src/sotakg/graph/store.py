@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -191,7 +192,7 @@ class DataSnapshot:
     content, and, when the stats differ from the current build's, each file's hash, the bytes of the
     files that had to be read, and which files changed or went since that build."""
 
-    sources: list[SourceFile]
+    data_dir: Path
     stats: dict[str, FileStat]
     stat_digest: str
     fingerprint: str
@@ -208,6 +209,11 @@ class DataSnapshot:
     #: The name of the generation this scan was compared with (None: no store).
     against: str | None = None
 
+    @cached_property
+    def sources(self) -> list[SourceFile]:
+        """The files as scan_sources lists them (made when needed: a no-change command never does)."""
+        return sources_of(self.data_dir, self.stats)
+
     def file_rows(self) -> list[tuple[str, int, int, int, int, str]]:
         """One (path, size, mtime_ns, inode, ctime_ns, hash) row a file, for the source table."""
         return [(rel, *stat, self.hashes[rel]) for rel, stat in self.stats.items()]
@@ -223,31 +229,31 @@ class DataSnapshot:
 
 
 def scan_data(data_dir: Path) -> tuple[list[SourceFile], dict[str, FileStat]]:
-    """The record files of ``data_dir`` as ``scan_sources`` lists them, with each file's FileStat,
-    from one stat call a file (the whole cost of a no-change command at scale). Each folder is
-    listed through its descriptor, so that the stat of an entry resolves one name, not a path."""
-    found: list[SourceFile] = []
-    stats: dict[str, FileStat] = {}
-    shown_root = display_path(data_dir)
-    prefix = "" if shown_root == "." else shown_root + "/"
-    append = found.append
+    """The record files of ``data_dir`` as ``scan_sources`` lists them, with each file's FileStat."""
+    stats = scan_stats(data_dir)
+    return sources_of(data_dir, stats), stats
 
-    def walk(folder: str, relative: str) -> None:
-        try:
-            descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            return
+
+def scan_stats(data_dir: Path) -> dict[str, FileStat]:
+    """Each YAML file's FileStat by path relative to ``data_dir``, in scan_sources' order, from one
+    stat call a file: the whole cost of a no-change command at scale. Each folder is listed through
+    its descriptor, so that the stat of an entry resolves one name rather than a path."""
+    stats: dict[str, FileStat] = {}
+
+    def walk(descriptor: int, relative: str) -> None:
         try:
             entries = sorted(os.scandir(descriptor), key=_entry_name)
-            kind = (FOLDER_KINDS.get(relative) if "/" not in relative else None) if relative else None
             base = relative + "/" if relative else ""
             for entry in entries:
                 name = entry.name
                 if name.startswith("."):
                     continue
-                rel = base + name
                 if entry.is_dir(follow_symlinks=False):
-                    walk(f"{folder}/{name}", rel)
+                    try:
+                        inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=descriptor)
+                    except OSError:
+                        continue
+                    walk(inner, base + name)
                     continue
                 if not name.endswith((".yaml", ".yml")):
                     continue
@@ -255,16 +261,34 @@ def scan_data(data_dir: Path) -> tuple[list[SourceFile], dict[str, FileStat]]:
                     info = entry.stat()
                 except OSError:  # a dangling link: listed, so that the build names it
                     info = entry.stat(follow_symlinks=False)
-                file_kind = kind if relative else ("registry" if name == REGISTRY_FILE else None)
-                append(SourceFile(f"{folder}/{name}", rel, prefix + rel, file_kind, info.st_size, info.st_mtime_ns))
-                stats[rel] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+                stats[base + name] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
         except OSError:
             return
         finally:
             os.close(descriptor)
 
-    walk(str(data_dir), "")
-    return found, stats
+    try:
+        root = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return stats
+    walk(root, "")
+    return stats
+
+
+def sources_of(data_dir: Path, stats: dict[str, FileStat]) -> list[SourceFile]:
+    """The SourceFile of each scanned file, as scan_sources makes it."""
+    root = str(data_dir)
+    shown_root = display_path(data_dir)
+    prefix = "" if shown_root == "." else shown_root + "/"
+    found = []
+    for rel, (size, mtime_ns, _inode, _ctime) in stats.items():
+        folder, _slash, name = rel.rpartition("/")
+        if not folder:
+            kind = "registry" if name == REGISTRY_FILE else None
+        else:
+            kind = FOLDER_KINDS.get(folder) if "/" not in folder else None
+        found.append(SourceFile(os.path.join(root, rel), rel, prefix + rel, kind, size, mtime_ns))
+    return found
 
 
 def _entry_name(entry: os.DirEntry[str]) -> str:
@@ -310,7 +334,7 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
     it rebuilds nothing, and ``changed``/``removed`` say what an incremental build has to redo.
     ``need_hashes`` asks for every file's hash even when nothing changed (a forced rebuild)."""
     scan_ns = time.time_ns()
-    sources, stats = scan_data(data_dir) if data_dir.is_dir() else ([], {})
+    stats = scan_stats(data_dir) if data_dir.is_dir() else {}
     stat_digest = _stat_digest(stats)
     manifest = read_manifest(generation)
     racy: dict[str, str] = manifest["racy"] if isinstance(manifest.get("racy"), dict) else {}
@@ -325,23 +349,23 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
         if racy and generation is not None:
             racy = _settle_racy(generation, manifest, racy, stats, scan_ns)
         return DataSnapshot(
-            sources, stats, stat_digest, manifest["fingerprint"], scan_ns, racy=dict(racy), against=against
+            data_dir, stats, stat_digest, manifest["fingerprint"], scan_ns, racy=dict(racy), against=against
         )
     known = read_file_table(generation)
     table = known or {}
     hashes: dict[str, str] = {}
     contents: dict[str, bytes] = {}
     limit = max_file_bytes()
-    for source in sources:
-        rel = source.relative
+    root = str(data_dir)
+    for rel, stat in stats.items():
         cached = table.get(rel)
-        if cached is not None and cached[:4] == stats[rel] and rel not in racy:
+        if cached is not None and cached[:4] == stat and rel not in racy:
             hashes[rel] = cached[4]
             continue
         try:
-            data = read_bounded(source.path, limit)
+            data = read_bounded(os.path.join(root, rel), limit)
         except OSError:  # too large, not a file, unreadable: the build reports it, naming the file
-            hashes[rel] = "unread:{}:{}:{}:{}".format(*stats[rel])
+            hashes[rel] = "unread:{}:{}:{}:{}".format(*stat)
             continue
         contents[rel] = data
         hashes[rel] = hashlib.sha256(data).hexdigest()
@@ -349,7 +373,7 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
     changed = None if known is None else {rel for rel, h in hashes.items() if rel not in table or table[rel][4] != h}
     removed = set() if known is None else set(table) - set(stats)
     scanned = DataSnapshot(
-        sources, stats, stat_digest, fingerprint(data_dir, hashes), scan_ns, hashes, contents, changed, removed
+        data_dir, stats, stat_digest, fingerprint(data_dir, hashes), scan_ns, hashes, contents, changed, removed
     )
     scanned.racy = scanned.racy_files()
     scanned.rehashed = rehashed
