@@ -14,6 +14,7 @@ It writes its own section of ``benchmarks/RESULTS.md`` (markers ``<!-- increment
 and leaves the rest of the file alone.
 
     python -m benchmarks.incremental --scale 10 --runs 5
+    python -m benchmarks.incremental --scale 100 --runs 5 --full-runs 1
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def edit_practice(path: Path, original: str, flip: bool) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def measure(scale: float, runs: int, work: Path) -> tuple[list[Row], dict[str, object]]:
+def measure(scale: float, runs: int, full_runs: int, work: Path) -> tuple[list[Row], dict[str, object]]:
     data = work / "data"
     counts = generate(data, scale)
     store = work / "store"
@@ -112,7 +113,7 @@ def measure(scale: float, runs: int, work: Path) -> tuple[list[Row], dict[str, o
         "one-record edit: validate after that build",
         "one-record edit: validate (builds first)",
     )}  # fmt: skip
-    for _ in range(max(1, min(runs, 3))):
+    for _ in range(max(1, full_runs)):
         shutil.rmtree(work / "store-parent", ignore_errors=True)
         store = work / "store-parent" / "store"
         run_sotakg(rows["full: build (new store)"], data, store, "build")
@@ -152,7 +153,7 @@ def measure(scale: float, runs: int, work: Path) -> tuple[list[Row], dict[str, o
     return list(rows.values()), info
 
 
-def section(scale: float, runs: int, rows: list[Row], info: dict[str, object], seconds: float) -> str:
+def section(scale: float, runs: int, full_runs: int, rows: list[Row], info: dict[str, object], seconds: float) -> str:
     import pyoxigraph
 
     by_name = {row.name: row for row in rows}
@@ -162,7 +163,7 @@ def section(scale: float, runs: int, rows: list[Row], info: dict[str, object], s
         f"### Incremental, scale {scale:g}",
         "",
         f"{info['files']} files; measured {time.strftime('%Y-%m-%d')} by `python -m benchmarks.incremental "
-        f"--scale {scale:g} --runs {runs}` on {os.cpu_count()} CPUs (shared; load average "
+        f"--scale {scale:g} --runs {runs} --full-runs {full_runs}` on {os.cpu_count()} CPUs (shared; load average "
         f"{os.getloadavg()[0]:.1f} at the end), Python {platform.python_version()}, pyoxigraph "
         f"{pyoxigraph.__version__}; the run took {seconds:.0f} s. Cold processes, medians.",
         "",
@@ -221,13 +222,14 @@ def update_results(scale: float, body: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Measure incremental build and validation against a full run.")
     parser.add_argument("--scale", type=float, default=10.0)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5, help="runs of each no-change and edit row")
+    parser.add_argument("--full-runs", type=int, default=3, help="runs of the full build and validation")
     parser.add_argument("--no-write", action="store_true", help="print the section instead of writing RESULTS.md")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sotakg-incremental-") as folder:
-        rows, info = measure(args.scale, args.runs, Path(folder))
-    body = section(args.scale, args.runs, rows, info, time.perf_counter() - started)
+        rows, info = measure(args.scale, args.runs, args.full_runs, Path(folder))
+    body = section(args.scale, args.runs, args.full_runs, rows, info, time.perf_counter() - started)
     print(body)
     if not args.no_write:
         update_results(args.scale, body)
