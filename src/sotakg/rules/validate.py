@@ -31,6 +31,8 @@ from ..resources import resource_dir
 if TYPE_CHECKING:
     from pyoxigraph import Store
 
+    from ..graph.store import StoreLayout
+
 RULES = "https://w3id.org/sotakg/shapes#"
 REPORT_FIELD = RULES + "reportField"
 DCTERMS_SOURCE = v.DCTERMS + "source"
@@ -482,7 +484,7 @@ def _validate_embedded(
     changes since the last validation can affect are checked again, and findings are located with
     the lines the build kept (no YAML is parsed for an unchanged file)."""
     from ..graph.open import ensure_fresh
-    from ..graph.store import StoreLayout, open_read_only, read_manifest
+    from ..graph.store import StoreLayout, read_manifest
     from .incremental import SourceLocator, cache_key, results_for_generation, shown_prefix
 
     if not data_dir.is_dir():
@@ -491,13 +493,10 @@ def _validate_embedded(
         ensure_fresh(data_dir, store_path)
     except DataError as error:
         return ValidationReport(findings_from_problems(error.problems), rules, engine, 0, readable=False)
-    layout = StoreLayout(store_path)
-    store = open_read_only(layout)
-    generation = layout.current_generation()
-    assert generation is not None  # open_read_only raised otherwise
+    store, generation = _open_current(StoreLayout(store_path))
     raw, _checked = results_for_generation(
         store,
-        generation.resolve(),
+        generation,
         cache_key(engine, paths),
         lambda graph: run(graph, paths),
         RawResult,
@@ -510,6 +509,26 @@ def _validate_embedded(
         locator.close()
     records = sum(read_manifest(generation).get("counts", {}).values())
     return ValidationReport(findings, rules, engine, records)
+
+
+def _open_current(layout: StoreLayout) -> tuple[Store, Path]:
+    """The current generation opened read-only, with its folder: the stored findings and the lines
+    must be those of the very graph validated, even when a build swaps the store meanwhile."""
+    from pyoxigraph import Store
+
+    from ..errors import StoreError
+    from ..graph.store import DATABASE, hold_generation
+    from ..records.sources import display_path
+
+    generation = layout.current_generation()
+    if generation is None:
+        raise StoreError(f"no store at {display_path(layout.path)}; run 'sotakg build' first")
+    generation = generation.resolve()
+    try:
+        hold_generation(generation)
+        return Store.read_only(str(generation / DATABASE)), generation
+    except OSError as error:
+        raise StoreError(f"cannot open the store at {display_path(layout.path)}: {error}") from None
 
 
 def _are_shipped(shapes: Sequence[Path]) -> bool:
