@@ -461,8 +461,11 @@ def _restated(table: SourceTable, touched: set[str], subjects: set[str]) -> set[
 
 
 def _subject_text(quad: Quad) -> str:
+    """The IRI of a quad's subject (records state only IRIs as subjects; anything else as text)."""
+    from pyoxigraph import NamedNode
+
     subject = quad.subject
-    return subject.value if not isinstance(subject, tuple) and hasattr(subject, "value") else str(subject)
+    return subject.value if isinstance(subject, NamedNode) else str(subject)
 
 
 def _ontology_quads(quads: Iterable[Quad]) -> set[Quad]:
