@@ -8,6 +8,7 @@ Every row is a fresh child process (``python -m sotakg ...``), as a curator or C
 * one-record edit: a practice file changes (its status flips, alternating between two contents), then
   ``sotakg build`` (applies that file only), then ``sotakg validate`` (re-checks what it affects); and
   the edit followed by ``sotakg validate`` alone (which builds first);
+* ``sotakg --version``: the interpreter and imports every command pays (the floor under the floor);
 * the findings of the incremental store are compared with those of a fresh full run, in process.
 
 It writes its own section of ``benchmarks/RESULTS.md`` (markers ``<!-- incremental scale N ... -->``)
@@ -105,6 +106,7 @@ def measure(scale: float, runs: int, full_runs: int, work: Path) -> tuple[list[R
     counts = generate(data, scale)
     store = work / "store"
     rows = {name: Row(name) for name in (
+        "start-up: sotakg --version",
         "full: build (new store)",
         "full: validate (no stored findings)",
         "no change: build",
@@ -119,6 +121,7 @@ def measure(scale: float, runs: int, full_runs: int, work: Path) -> tuple[list[R
         run_sotakg(rows["full: build (new store)"], data, store, "build")
         run_sotakg(rows["full: validate (no stored findings)"], data, store, "validate")
     for _ in range(runs):
+        run_sotakg(rows["start-up: sotakg --version"], data, store, "--version")
         run_sotakg(rows["no change: build"], data, store, "build")
         run_sotakg(rows["no change: validate"], data, store, "validate")
     practices = sorted((data / "practices").iterdir())
@@ -172,7 +175,7 @@ def section(scale: float, runs: int, full_runs: int, rows: list[Row], info: dict
     ]
     for row in rows:
         base = full_build if "build" in row.name.split(": ", 1)[1].split(" ")[0] else full_validate
-        share = "" if row.name.startswith("full") else f"{row.median / base:.1%}"
+        share = "" if row.name.startswith(("full", "start-up")) else f"{row.median / base:.1%}"
         lines.append(f"| {row.name} | {row.median:.3f} | {len(row.times)} | {row.peak_kb / 1024:.0f} | {share} |")
     edit_build = by_name["one-record edit: build"].median
     edit_validate = by_name["one-record edit: validate after that build"].median
