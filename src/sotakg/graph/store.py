@@ -231,22 +231,24 @@ class DataSnapshot:
 def scan_data(data_dir: Path) -> tuple[list[SourceFile], dict[str, FileStat]]:
     """The record files of ``data_dir`` as ``scan_sources`` lists them, with each file's FileStat."""
     stats = scan_stats(data_dir)
-    return sources_of(data_dir, stats), stats
+    sources = sources_of(data_dir, stats)
+    return sources, {source.relative: stats[source.relative] for source in sources}
 
 
 def scan_stats(data_dir: Path) -> dict[str, FileStat]:
-    """Each YAML file's FileStat by path relative to ``data_dir``, in scan_sources' order, from one
+    """Each YAML file's FileStat by path relative to ``data_dir``, in the folders' own order, from one
     stat call a file: the whole cost of a no-change command at scale. Each folder is listed through
     its descriptor, so that the stat of an entry resolves one name rather than a path."""
     stats: dict[str, FileStat] = {}
 
     def walk(descriptor: int, relative: str) -> None:
         try:
-            entries = sorted(os.scandir(descriptor), key=_entry_name)
             base = relative + "/" if relative else ""
-            for entry in entries:
+            # In the folder's own order (stable while the folder does not change; a change of the
+            # order changes the digest, which only costs a check): sources_of sorts.
+            for entry in os.scandir(descriptor):
                 name = entry.name
-                if name.startswith("."):
+                if name[0] == ".":
                     continue
                 if entry.is_dir(follow_symlinks=False):
                     try:
@@ -276,12 +278,14 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
 
 
 def sources_of(data_dir: Path, stats: dict[str, FileStat]) -> list[SourceFile]:
-    """The SourceFile of each scanned file, as scan_sources makes it."""
+    """The SourceFile of each scanned file, as scan_sources makes it, in its order (each folder's
+    entries by name, a subfolder's files at the subfolder's place)."""
     root = str(data_dir)
     shown_root = display_path(data_dir)
     prefix = "" if shown_root == "." else shown_root + "/"
     found = []
-    for rel, (size, mtime_ns, _inode, _ctime) in stats.items():
+    for rel in sorted(stats, key=_path_parts):
+        size, mtime_ns, _inode, _ctime = stats[rel]
         folder, _slash, name = rel.rpartition("/")
         if not folder:
             kind = "registry" if name == REGISTRY_FILE else None
@@ -291,8 +295,8 @@ def sources_of(data_dir: Path, stats: dict[str, FileStat]) -> list[SourceFile]:
     return found
 
 
-def _entry_name(entry: os.DirEntry[str]) -> str:
-    return entry.name
+def _path_parts(rel: str) -> list[str]:
+    return rel.split("/")
 
 
 def _stat_digest(stats: dict[str, FileStat]) -> str:
