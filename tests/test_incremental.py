@@ -407,3 +407,31 @@ def test_a_linked_source_table_is_not_followed(tmp_path: Path):
     practice.write_text(practice.read_text(encoding="utf-8").replace("status: Active", "status: Proposed"))
     assert build(data, store).incremental is None
     assert outside.read_bytes() == before
+
+
+def test_builds_between_validations_add_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Two incremental builds without a validation between: the second validation re-checks what
+    both changed (the lineage adds up), and finds what a full run finds."""
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    store = tmp_path / "store"
+    validate(data, store)
+    first = data / "practices" / "SOTA-017.yaml"
+    first.write_text(first.read_text(encoding="utf-8").replace("status: Active", "status: Bogus"))
+    assert build(data, store).incremental == 1
+    paper = data / "papers" / "LIT-004.yaml"
+    paper.write_text(paper.read_text(encoding="utf-8").replace("year: 2016", "year: 1999"), encoding="utf-8")
+    assert build(data, store).incremental == 1
+    checked = []
+    original = incremental.results_for_generation
+
+    def spy(*args, **kwargs):
+        results, count = original(*args, **kwargs)
+        checked.append(count)
+        return results, count
+
+    monkeypatch.setattr(incremental, "results_for_generation", spy)
+    report = validate(data, store)
+    assert checked and checked[0] is not None and checked[0] > 0
+    assert report.findings == validate(data, tmp_path / "full" / "store").findings
+    assert {"practice-status", "arxiv-year"} <= {f.rule_id for f in report.findings}
