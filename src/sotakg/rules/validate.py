@@ -485,7 +485,7 @@ def _validate_embedded(
     the lines the build kept (no YAML is parsed for an unchanged file)."""
     from ..graph.open import ensure_fresh
     from ..graph.store import StoreLayout, read_manifest
-    from .incremental import SourceLocator, cache_key, results_for_generation, shown_prefix
+    from .incremental import SourceLocator, cache_key, modelled, results_for_generation, shown_prefix
 
     if not data_dir.is_dir():
         load_anthology(data_dir, [])  # raises DataFolderMissing, with the message that says how to fix it
@@ -500,7 +500,7 @@ def _validate_embedded(
         cache_key(engine, paths),
         lambda graph: run(graph, paths),
         RawResult,
-        partial=_are_shipped(paths),
+        partial=modelled(paths),
     )
     locator = SourceLocator(generation, shown_prefix(data_dir))
     try:
@@ -529,14 +529,6 @@ def _open_current(layout: StoreLayout) -> tuple[Store, Path]:
         return Store.read_only(str(generation / DATABASE)), generation
     except OSError as error:
         raise StoreError(f"cannot open the store at {display_path(layout.path)}: {error}") from None
-
-
-def _are_shipped(shapes: Sequence[Path]) -> bool:
-    """Whether ``shapes`` hold the shipped rules (whose dependencies rules.incremental knows)."""
-    shipped = shapes_paths()
-    if len(shipped) != len(shapes):
-        return False
-    return all(a.read_bytes() == b.read_bytes() for a, b in zip(shipped, shapes, strict=True))
 
 
 def validate_store(
