@@ -6,7 +6,8 @@ an earlier build: when the stored results are of such a build, only the focus no
 affect are validated again, on a small graph that holds everything their rules look at, and the
 stored results of every other node are kept.
 
-Which nodes a change can affect follows from what the shipped rules look at (``DEPENDENCIES``):
+Which nodes a change can affect follows from what the shipped rules look at (TARGET_LINKS, CHAIN_LINKS,
+SHARED_LITERALS):
 a node's own statements; the type and statements of the nodes it links to; the nodes that link to
 it (inverse paths, ``?later dcterms:isVersionOf $this``); the other holders of its identifier
 (``id-unique``); and whole chains of supersession and revision (the cycle rules). Other shapes files
