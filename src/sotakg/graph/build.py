@@ -1,30 +1,56 @@
-"""``sotakg build``: compile the data folder and the ontology into the embedded Oxigraph store."""
+"""``sotakg build``: compile the data folder and the ontology into the embedded Oxigraph store.
+
+A build that finds a few changed files makes the new generation from the current one: a RocksDB
+checkpoint (hard links, milliseconds), then the changed files' old triples out and their new ones in,
+then the usual atomic swap. Everything else (many changes, no usable current generation, another
+sotakg version or ontology) loads the whole graph again.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
+import shutil
+import sqlite3
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..errors import DataError, Problem
 from ..records.sources import max_file_bytes, read_bounded
 
 if TYPE_CHECKING:
-    from ..records.schema import Anthology
+    from pyoxigraph import Quad
+
+    from ..records.schema import Anthology, Record
 from .store import (
+    CARRY_PREFIX,
     DATABASE,
+    SOURCE_TABLE,
     DataSnapshot,
     InterruptGuard,
+    SourceTable,
     StoreLayout,
+    build_base,
     build_lock,
     generation_in_use,
     read_manifest,
+    remember_stats,
     remove_path,
     snapshot,
     write_manifest,
 )
+
+#: An incremental build is tried only when at most this share of the files changed (and at most
+#: INCREMENTAL_MAX_FILES): past that, one bulk load of everything is faster than many small edits.
+INCREMENTAL_MAX_SHARE = 0.1
+INCREMENTAL_MAX_FILES = 20_000
+#: How many earlier builds a generation remembers the changes since (see write_manifest's lineage).
+LINEAGE_DEPTH = 8
 
 
 @dataclass
@@ -36,6 +62,8 @@ class BuildReport:
     counts: dict[str, int] = field(default_factory=dict)
     triples: int = 0
     seconds: float = 0.0
+    #: How many files an incremental build applied (None: a full build, or no build).
+    incremental: int | None = None
 
 
 def build(
@@ -45,6 +73,7 @@ def build(
     wait_seconds: float = 0.0,
     guard: InterruptGuard | None = None,
     data: DataRead | None = None,
+    scanned: DataSnapshot | None = None,
 ) -> BuildReport:
     """Build the store from ``data_dir`` unless it is already up to date (``force`` rebuilds anyway).
 
@@ -52,7 +81,9 @@ def build(
     generation and swapped in atomically, so an error or an interruption leaves the previous store
     as it was. With a ``guard`` installed, an interruption that arrives once the swap has begun is held
     until the build is done. ``data`` is the folder as ``read_data`` already read it, so a caller that
-    needs the records too reads each file once. Raises DataError, StoreBusy or StoreError.
+    needs the records too reads each file once; ``scanned`` is a snapshot a caller already took (used
+    only when it was taken against the current generation). When few files changed, only their
+    triples are applied to a copy of the current generation. Raises DataError, StoreBusy or StoreError.
     """
     started = time.perf_counter()
     layout = StoreLayout(store_path)
@@ -61,11 +92,13 @@ def build(
             remove_path(leftover)
         current = layout.current_generation()
         manifest = read_manifest(current)
-        scanned = data.snapshot if data is not None else snapshot(data_dir, current, need_hashes=force)
+        if data is not None:
+            scanned = data.snapshot
+        elif force or scanned is None or scanned.against != (current.name if current is not None else None):
+            scanned = snapshot(data_dir, current, need_hashes=force)
         if not force and current is not None and manifest.get("fingerprint") == scanned.fingerprint:
             if scanned.hashes and scanned.stat_digest != manifest.get("stat_digest"):
-                # Files were touched but not changed: remember their new times.
-                write_manifest(current, scanned, manifest.get("counts", {}), manifest.get("triples", 0))
+                remember_stats(current, scanned)  # files were touched but not changed
             return BuildReport(
                 store_path,
                 False,
@@ -73,13 +106,30 @@ def build(
                 manifest.get("triples", 0),
                 time.perf_counter() - started,
             )
-        anthology = data.anthology if data is not None else _read_records(data_dir, scanned)
+        change = None
+        if not force and data is None and current is not None:
+            change = _plan_change(data_dir, current, manifest, scanned)
+        anthology = None
+        if change is None:
+            anthology = data.anthology if data is not None else _read_records(data_dir, scanned)
         generation = layout.new_generation()
         committed = False
         try:
-            triples = _load_generation(generation / DATABASE, anthology)
-            counts = anthology.counts()
-            write_manifest(generation, scanned, counts, triples)
+            applied = None
+            if change is not None and current is not None:
+                applied = _try_change(current, generation, manifest, scanned, change)
+                if applied is None:  # the current generation's table does not hold up: build in full
+                    change = None
+                    anthology = _read_records(data_dir, scanned)
+            if applied is not None:
+                triples, counts, lineage = applied
+            else:
+                assert anthology is not None
+                triples = _load_generation(generation / DATABASE, anthology)
+                counts = anthology.counts()
+                _write_source_table(generation, scanned, anthology.records)
+                lineage = {}
+            write_manifest(generation, scanned, counts, triples, lineage)
             if guard is not None:
                 guard.committing = True
             _swap_link(layout, generation)
@@ -89,7 +139,14 @@ def build(
                 remove_path(generation)
         if current is not None and not generation_in_use(current):
             remove_path(current)
-    return BuildReport(store_path, True, counts, triples, time.perf_counter() - started)
+    return BuildReport(
+        store_path,
+        True,
+        counts,
+        triples,
+        time.perf_counter() - started,
+        None if change is None else len(change.touched),
+    )
 
 
 @dataclass
@@ -151,3 +208,314 @@ def _swap_link(layout: StoreLayout, generation: Path) -> None:
     remove_path(link)
     os.symlink(generation.name, link)
     os.replace(link, layout.path)
+
+
+# ------------------------------------------------------------------------------------- source table
+
+
+def _record_row(rel: str, record: Record) -> tuple[str, str, str, str, int, str, str]:
+    from .rdf import record_subject
+
+    return (
+        rel,
+        record.kind,
+        record.id,
+        record_subject(record),
+        record.line,
+        json.dumps(record.lines, separators=(",", ":")),
+        json.dumps(record.fields, separators=(",", ":"), ensure_ascii=False),
+    )
+
+
+def _write_source_table(generation: Path, scanned: DataSnapshot, records: list[Record]) -> None:
+    """Every file's stat and hash and every record's lines, for the next build and for reports."""
+    readable = [source.relative for source in scanned.sources if source.kind is not None]
+    if len(readable) != len(records):  # load_anthology makes one record a file or raises
+        raise AssertionError("records do not match the record files")
+    table = SourceTable.create(generation)
+    try:
+        hashes = scanned.hashes
+        table.put_files((rel, *stat, hashes.get(rel, "")) for rel, stat in scanned.stats.items())
+        table.put_records(_record_row(rel, record) for rel, record in zip(readable, records, strict=True))
+        table.commit()
+    finally:
+        table.close()
+
+
+def record_from_row(row: tuple[Any, ...], shown_prefix: str = "") -> Record:
+    """A Record back from its source table row (fields, the line of each, the file as shown)."""
+    from ..records.schema import KINDS, Record
+
+    rel, kind, record_id, _subject, line, lines, fields = row
+    values, field_lines = json.loads(fields), json.loads(lines)
+    if not (
+        kind in KINDS
+        and isinstance(record_id, str)
+        and isinstance(rel, str)
+        and isinstance(line, int)
+        and isinstance(values, dict)
+        and isinstance(field_lines, dict)
+        and all(isinstance(n, int) for n in field_lines.values())
+    ):
+        raise ValueError(f"a source table row that sotakg did not write: {rel!r}")
+    return Record(kind, record_id, values, shown_prefix + rel, line, field_lines)
+
+
+# ------------------------------------------------------------------------------------- incremental
+
+
+@dataclass
+class _Change:
+    """What an incremental build applies: the files it touches and their records before and after."""
+
+    touched: set[str]
+    old: list[Record]
+    new: list[tuple[str, Record]]
+
+
+def _plan_change(data_dir: Path, current: Path, manifest: dict[str, Any], scanned: DataSnapshot) -> _Change | None:
+    """The change to apply to ``current``, or None when a full build is the way (or the only safe
+    one). Raises DataError, naming every problem a full read would name, when the changed files
+    cannot be read or clash with the records of the others."""
+    if scanned.changed is None or manifest.get("base") != build_base() or not data_dir.is_dir():
+        return None
+    if not (current / DATABASE).is_dir() or not manifest.get("fingerprint"):
+        return None
+    touched = scanned.changed | scanned.removed
+    if len(touched) > min(INCREMENTAL_MAX_FILES, max(16, int(len(scanned.stats) * INCREMENTAL_MAX_SHARE))):
+        return None
+    table = SourceTable.open(current)
+    if table is None:
+        return None
+    try:
+        shown = _shown_prefix(scanned)
+        old = [record_from_row(row, shown) for row in table.records_where("rel", sorted(touched))]
+        new, problems = _read_changed(data_dir, scanned)
+        problems.extend(_clashes(table, touched, new, scanned))
+    except _UNUSABLE:
+        return None
+    finally:
+        table.close()
+    if problems:
+        raise DataError(problems)
+    return _Change(touched, old, new)
+
+
+def _shown_prefix(scanned: DataSnapshot) -> str:
+    """How the files of this data folder are shown (its display path and a slash, or nothing)."""
+    for source in scanned.sources:
+        return source.shown[: len(source.shown) - len(source.relative)]
+    return ""
+
+
+def _read_changed(data_dir: Path, scanned: DataSnapshot) -> tuple[list[tuple[str, Record]], list[Problem]]:
+    """The records of the changed files, and the problems of those that cannot be read (each file
+    read as load_anthology reads it, so the messages are the same as a full build's)."""
+    from ..records.schema import load_anthology
+
+    assert scanned.changed is not None
+    records: list[tuple[str, Record]] = []
+    problems: list[Problem] = []
+    for source in scanned.sources:
+        if source.relative not in scanned.changed:
+            continue
+        try:
+            (record,) = load_anthology(data_dir, [source], scanned.contents).records
+        except DataError as error:
+            problems.extend(error.problems)
+            continue
+        records.append((source.relative, record))
+    return records, problems
+
+
+def _namespace(kind: str, record_id: str) -> tuple[bool, str]:
+    # Practices, papers and ADRs share one identifier space (their IRIs); topics have their own.
+    return kind == "topic", record_id
+
+
+def _clashes(
+    table: SourceTable, touched: set[str], new: list[tuple[str, Record]], scanned: DataSnapshot
+) -> list[Problem]:
+    """The id-unique problems a full read would report among the changed records and the others."""
+    shown = _shown_prefix(scanned)
+    groups: dict[tuple[bool, str], list[tuple[str, Record]]] = {}
+    for rel, record in new:
+        groups.setdefault(_namespace(record.kind, record.id), []).append((rel, record))
+    for row in table.records_where("id", sorted({record.id for _rel, record in new})):
+        if row[0] not in touched:
+            record = record_from_row(row, shown)
+            key = _namespace(record.kind, record.id)
+            if key in groups:
+                groups[key].append((row[0], record))
+    clashing = {key: members for key, members in groups.items() if len(members) > 1}
+    if not clashing:
+        return []
+    order = {source.relative: index for index, source in enumerate(scanned.sources)}
+    problems: list[tuple[int, Problem]] = []
+    for members in clashing.values():
+        members.sort(key=lambda member: order[member[0]])
+        first = members[0][1]
+        for rel, record in members[1:]:
+            message = f"identifier {record.id} is also used by {first.file}:{first.line}; keep one of the two"
+            problems.append((order[rel], Problem(record.file, record.line, record.id, message, rule="id-unique")))
+    return [problem for _order, problem in sorted(problems, key=lambda item: item[0])]
+
+
+_VERSION_SUBJECT = re.compile(r"^(?P<record>.+)-v[0-9]+$")
+
+
+#: What a source table or manifest that does not hold what a build wrote raises when read back (a
+#: store from a pull request, a disk error): the incremental build gives way to a full one.
+_UNUSABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError, sqlite3.Error)
+
+
+def _try_change(
+    current: Path, generation: Path, manifest: dict[str, Any], scanned: DataSnapshot, change: _Change
+) -> tuple[int, dict[str, int], dict[str, Any]] | None:
+    """_apply_change, or None (and ``generation`` removed) when the current generation's table or
+    manifest cannot be used."""
+    try:
+        return _apply_change(current, generation, manifest, scanned, change)
+    except _UNUSABLE:
+        remove_path(generation)
+        return None
+
+
+def _apply_change(
+    current: Path, generation: Path, manifest: dict[str, Any], scanned: DataSnapshot, change: _Change
+) -> tuple[int, dict[str, int], dict[str, Any]]:
+    """Make ``generation`` a checkpoint of ``current`` with ``change`` applied: its database, its
+    source table and the carried files. Returns the triple count, the record counts and the lineage."""
+    from pyoxigraph import Store
+
+    from .rdf import as_quads, record_triples
+
+    removed = set(as_quads(triple for record in change.old for triple in record_triples(record)))
+    inserted = set(as_quads(triple for _rel, record in change.new for triple in record_triples(record)))
+    generation.mkdir()
+    shutil.copyfile(current / SOURCE_TABLE, generation / SOURCE_TABLE)
+    table = SourceTable.open(generation, writable=True)
+    if table is None:
+        raise AssertionError("the copied source table cannot be opened")
+    try:
+        # A triple the change takes out may still be stated by a record that did not change (or by
+        # the ontology): it stays, so the store equals a fresh build.
+        restated = _restated(table, change.touched, {_subject_text(quad) for quad in removed - inserted})
+        kept = inserted | restated | _ontology_quads(removed - inserted)
+        source = Store.read_only(str(current / DATABASE))
+        try:
+            source.backup(str(generation / DATABASE))
+        finally:
+            del source
+        store = Store(str(generation / DATABASE))
+        try:
+            triples = int(manifest.get("triples", 0))
+            for quad in removed - kept:
+                if quad in store:
+                    store.remove(quad)
+                    triples -= 1
+            added = [quad for quad in inserted if quad not in store]
+            store.extend(added)
+            triples += len(added)
+            store.flush()
+        finally:
+            del store
+        table.delete_files(change.touched)
+        table.put_files((rel, *scanned.stats[rel], scanned.hashes[rel]) for rel in scanned.rehashed)
+        table.put_records(_record_row(rel, record) for rel, record in change.new)
+        table.commit()
+    finally:
+        table.close()
+    for carried in current.glob(CARRY_PREFIX + "*"):
+        if carried.is_file() and not carried.is_symlink():
+            shutil.copyfile(carried, generation / carried.name)
+    counts = dict(manifest.get("counts", {}))
+    for record in change.old:
+        counts[record.kind] = counts.get(record.kind, 0) - 1
+    for _rel, record in change.new:
+        counts[record.kind] = counts.get(record.kind, 0) + 1
+    from ..records.schema import KINDS
+
+    ordered = {kind: counts.get(kind, 0) for kind in KINDS}
+    return triples, ordered, _lineage(manifest, removed | inserted)
+
+
+def _restated(table: SourceTable, touched: set[str], subjects: set[str]) -> set[Quad]:
+    """The quads that records outside ``touched`` state about ``subjects`` (a record states its own
+    subject and, for a practice, its versions ``<subject>-vN``)."""
+    from .rdf import as_quads, record_triples
+
+    candidates = set(subjects)
+    for subject in subjects:
+        match = _VERSION_SUBJECT.match(subject)
+        if match is not None:
+            candidates.add(match["record"])
+    quads: set[Quad] = set()
+    for row in table.records_where("subject", sorted(candidates)):
+        if row[0] in touched:
+            continue
+        for quad in as_quads(record_triples(record_from_row(row))):
+            if _subject_text(quad) in subjects:
+                quads.add(quad)
+    return quads
+
+
+def _subject_text(quad: Quad) -> str:
+    """The IRI of a quad's subject (records state only IRIs as subjects; anything else as text)."""
+    from pyoxigraph import NamedNode
+
+    subject = quad.subject
+    return subject.value if isinstance(subject, NamedNode) else str(subject)
+
+
+def _ontology_quads(quads: Iterable[Quad]) -> set[Quad]:
+    """Those of ``quads`` the ontology states too."""
+    wanted = set(quads)
+    if not wanted:
+        return set()
+    from pyoxigraph import RdfFormat, parse
+
+    from ..resources import ontology_path
+
+    return {quad for quad in parse(path=str(ontology_path()), format=RdfFormat.TURTLE) if quad in wanted}
+
+
+def _lineage(manifest: dict[str, Any], quads: set[Quad]) -> dict[str, Any]:
+    """What changed since each of the last builds, added to what had changed since the builds the
+    current generation remembers: the subjects of the triples taken out or put in, their IRI objects
+    by predicate, and the identifiers among their literals (what a validation needs to find the
+    focus nodes a change can affect)."""
+    from pyoxigraph import Literal, NamedNode
+
+    from .vocab import IDENTIFIER
+
+    subjects: set[str] = set()
+    links: dict[str, set[str]] = {}
+    identifiers: set[str] = set()
+    for quad in quads:
+        subjects.add(_subject_text(quad))
+        if isinstance(quad.object, NamedNode):
+            links.setdefault(quad.predicate.value, set()).add(quad.object.value)
+        elif isinstance(quad.object, Literal) and quad.predicate.value == IDENTIFIER:
+            identifiers.add(quad.object.value)
+
+    def since(earlier: dict[str, Any]) -> dict[str, Any]:
+        earlier_links = earlier.get("links", {})
+        merged = {
+            predicate: sorted(links.get(predicate, set()) | set(earlier_links.get(predicate, [])))
+            for predicate in sorted(set(links) | set(earlier_links))
+        }
+        return {
+            "subjects": sorted(subjects | set(earlier.get("subjects", []))),
+            "links": merged,
+            "identifiers": sorted(identifiers | set(earlier.get("identifiers", []))),
+        }
+
+    lineage: dict[str, Any] = {manifest["fingerprint"]: since({})}
+    earlier = manifest.get("lineage")
+    if isinstance(earlier, dict):
+        for fingerprint, changes in list(earlier.items())[: LINEAGE_DEPTH - 1]:
+            if isinstance(changes, dict) and fingerprint not in lineage:
+                with contextlib.suppress(*_UNUSABLE):  # an entry sotakg did not write is dropped
+                    lineage[fingerprint] = since(changes)
+    return lineage

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import StoreError
 from ..records.sources import display_path
-from .build import DataRead, build
-from .store import DATABASE, StoreLayout, is_fresh, open_read_only, read_manifest
+from .build import DataRead, build, read_data
+from .store import DATABASE, StoreLayout, freshness, open_read_only, read_manifest
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
@@ -31,11 +31,18 @@ def ensure_fresh(data_dir: Path | None, store_path: Path, data: DataRead | None 
         return
     layout = StoreLayout(store_path)
     if data is not None:
-        stale = read_manifest(layout.current_generation()).get("fingerprint") != data.snapshot.fingerprint
-    else:
-        stale = not is_fresh(data_dir, layout)
-    if stale:
-        build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, data=data)
+        if read_manifest(layout.current_generation()).get("fingerprint") != data.snapshot.fingerprint:
+            build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, data=data)
+        return
+    if layout.current_generation() is None:
+        # The first build: read everything before the build takes its lock, so unreadable data
+        # leaves no trace (not even the store's folder).
+        build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, data=read_data(data_dir, store_path))
+        return
+    fresh, scanned = freshness(data_dir, layout)
+    if not fresh:
+        # The build goes on from this scan (when no other build swapped the store in between).
+        build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, scanned=scanned)
 
 
 def current_database(data_dir: Path | None, store_path: Path, data: DataRead | None = None) -> Path:

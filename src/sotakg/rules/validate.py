@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import DataError, Problem, UsageProblem
 from ..graph import vocab as v
@@ -30,6 +30,8 @@ from ..resources import resource_dir
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
+
+    from ..graph.store import StoreLayout
 
 RULES = "https://w3id.org/sotakg/shapes#"
 REPORT_FIELD = RULES + "reportField"
@@ -486,30 +488,74 @@ def validate(
     run = engine_named(engine)
     paths = list(shapes) if shapes is not None else shapes_paths()
     rules = load_rules(paths)
-    data = None
+    if endpoint is None:
+        return _validate_embedded(data_dir, store_path, engine, run, paths, rules)
     try:
-        if endpoint is not None:
-            anthology = load_anthology(data_dir)
-        else:
-            from ..graph.build import read_data
-
-            data = read_data(data_dir, store_path)
-            anthology = data.anthology
+        anthology = load_anthology(data_dir)
     except DataError as error:
         return ValidationReport(findings_from_problems(error.problems), rules, engine, 0, readable=False)
 
-    if endpoint is not None:
-        from pyoxigraph import RdfFormat, Store
+    from pyoxigraph import RdfFormat, Store
 
-        from ..query.remote import fetch_graph
+    from ..query.remote import fetch_graph
 
-        store = Store()
-        store.load(fetch_graph(endpoint, graph, timeout=timeout, method=method), format=RdfFormat.N_TRIPLES)
-    else:
-        from ..graph.open import open_graph
-
-        store = open_graph(data_dir, store_path, data)
+    store = Store()
+    store.load(fetch_graph(endpoint, graph, timeout=timeout, method=method), format=RdfFormat.N_TRIPLES)
     return _report(run(store, paths), anthology, rules, engine)
+
+
+def _validate_embedded(
+    data_dir: Path, store_path: Path, engine: str, run: Engine, paths: list[Path], rules: list[Rule]
+) -> ValidationReport:
+    """Validate the embedded store, built (incrementally) first when stale: only the focus nodes the
+    changes since the last validation can affect are checked again, and findings are located with
+    the lines the build kept (no YAML is parsed for an unchanged file)."""
+    from ..graph.open import ensure_fresh
+    from ..graph.store import StoreLayout, read_manifest
+    from .incremental import SourceLocator, cache_key, modelled, results_for_generation, shown_prefix
+
+    if not data_dir.is_dir():
+        load_anthology(data_dir, [])  # raises DataFolderMissing, with the message that says how to fix it
+    try:
+        ensure_fresh(data_dir, store_path)
+    except DataError as error:
+        return ValidationReport(findings_from_problems(error.problems), rules, engine, 0, readable=False)
+    store, generation = _open_current(StoreLayout(store_path))
+    raw, _checked = results_for_generation(
+        store,
+        generation,
+        cache_key(engine, paths),
+        lambda graph: run(graph, paths),
+        RawResult,
+        partial=modelled(paths),
+    )
+    locator = SourceLocator(generation, shown_prefix(data_dir))
+    try:
+        findings = findings_from_results(raw, locator, rules)
+    finally:
+        locator.close()
+    records = sum(read_manifest(generation).get("counts", {}).values())
+    return ValidationReport(findings, rules, engine, records)
+
+
+def _open_current(layout: StoreLayout) -> tuple[Store, Path]:
+    """The current generation opened read-only, with its folder: the stored findings and the lines
+    must be those of the very graph validated, even when a build swaps the store meanwhile."""
+    from pyoxigraph import Store
+
+    from ..errors import StoreError
+    from ..graph.store import DATABASE, hold_generation
+    from ..records.sources import display_path
+
+    generation = layout.current_generation()
+    if generation is None:
+        raise StoreError(f"no store at {display_path(layout.path)}; run 'sotakg build' first")
+    generation = generation.resolve()
+    try:
+        hold_generation(generation)
+        return Store.read_only(str(generation / DATABASE)), generation
+    except OSError as error:
+        raise StoreError(f"cannot open the store at {display_path(layout.path)}: {error}") from None
 
 
 def validate_store(
@@ -616,10 +662,19 @@ class Locator:
         return None, None
 
 
-def findings_from_results(raw: Iterable[RawResult], anthology: Anthology, rules: Iterable[Rule]) -> list[Finding]:
-    """Locate raw results in the data: one finding per distinct result, sorted by file, line and rule."""
+class RecordLocator(Protocol):
+    """Anything that maps a focus node to its record and the field the node stands for."""
+
+    def record_of(self, focus: str) -> tuple[Record | None, str | None]: ...
+
+
+def findings_from_results(
+    raw: Iterable[RawResult], anthology: Anthology | RecordLocator, rules: Iterable[Rule]
+) -> list[Finding]:
+    """Locate raw results in the data: one finding per distinct result, sorted by file, line and rule.
+    ``anthology`` is the records, or a locator that finds them (the build's source table)."""
     by_iri = {rule.iri: rule for rule in rules}
-    locator = Locator(anthology)
+    locator = Locator(anthology) if isinstance(anthology, Anthology) else anthology
     findings = set()
     for result in raw:
         rule = by_iri.get(result.source_shape)
