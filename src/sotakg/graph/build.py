@@ -15,14 +15,17 @@ if TYPE_CHECKING:
     from ..records.schema import Anthology
 from .store import (
     DATABASE,
+    GENERATION_MARK,
+    LINK_MARK,
     DataSnapshot,
     InterruptGuard,
     StoreLayout,
     build_lock,
-    generation_in_use,
     read_manifest,
-    remove_path,
+    remove_generation,
+    remove_leftover,
     snapshot,
+    write_generation_marker,
     write_manifest,
 )
 
@@ -58,7 +61,7 @@ def build(
     layout = StoreLayout(store_path)
     with build_lock(layout, wait_seconds):
         for leftover in layout.leftovers():
-            remove_path(leftover)
+            remove_leftover(layout, leftover)
         current = layout.current_generation()
         manifest = read_manifest(current)
         scanned = data.snapshot if data is not None else snapshot(data_dir, current, need_hashes=force)
@@ -73,22 +76,28 @@ def build(
                 manifest.get("triples", 0),
                 time.perf_counter() - started,
             )
+        pause_for_test("reading")
         anthology = data.anthology if data is not None else _read_records(data_dir, scanned)
         generation = layout.new_generation()
         committed = False
         try:
+            generation.mkdir()
+            write_generation_marker(generation)
+            pause_for_test("loading")
             triples = _load_generation(generation / DATABASE, anthology)
             counts = anthology.counts()
             write_manifest(generation, scanned, counts, triples)
+            pause_for_test("committing")
             if guard is not None:
                 guard.committing = True
+            pause_for_test("swapping")
             _swap_link(layout, generation)
             committed = True
         finally:
             if not committed:
-                remove_path(generation)
-        if current is not None and not generation_in_use(current):
-            remove_path(current)
+                remove_generation(layout, generation)
+        if current is not None:
+            remove_generation(layout, current)  # not while a reader holds it: a later build does
     return BuildReport(store_path, True, counts, triples, time.perf_counter() - started)
 
 
@@ -132,13 +141,12 @@ def _load_generation(database: Path, anthology: Anthology) -> int:
     from pyoxigraph import RdfFormat, Store
 
     from ..resources import ontology_path
-    from .rdf import anthology_ntriples
+    from .rdf import anthology_quads
 
-    database.parent.mkdir(parents=True)
     store = Store(str(database))
     try:
         store.bulk_load(path=str(ontology_path()), format=RdfFormat.TURTLE)
-        store.bulk_load(anthology_ntriples(anthology), format=RdfFormat.N_TRIPLES)
+        store.bulk_extend(anthology_quads(anthology))
         store.flush()
         return len(store)
     finally:
@@ -147,7 +155,19 @@ def _load_generation(database: Path, anthology: Anthology) -> int:
 
 
 def _swap_link(layout: StoreLayout, generation: Path) -> None:
-    link = layout.path.with_name(f"{layout.path.name}.link-{os.getpid()}")
-    remove_path(link)
-    os.symlink(generation.name, link)
+    link = layout.path.with_name(f"{layout.path.name}{LINK_MARK}{generation.name.rsplit(GENERATION_MARK, 1)[1]}")
+    os.symlink(generation.name, link)  # a fresh, unpredictable name: fails rather than reuse anything
     os.replace(link, layout.path)
+
+
+def pause_for_test(phase: str) -> None:
+    """Tests only: with ``SOTAKG_TEST_PAUSE=<phase>``, write the phase to ``SOTAKG_TEST_PAUSE_MARKER``
+    and wait there (up to 60 s), so a test can interrupt the build at a known point."""
+    if os.environ.get("SOTAKG_TEST_PAUSE") != phase:
+        return
+    marker = os.environ.get("SOTAKG_TEST_PAUSE_MARKER")
+    if marker:
+        Path(marker).write_text(phase)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.02)

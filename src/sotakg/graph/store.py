@@ -8,12 +8,15 @@ so readers always see a complete graph, the old one or the new one. ``PATH.lock`
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +40,63 @@ GENERATION_MARK = ".gen-"
 LINK_MARK = ".link-"
 
 
+#: A file sotakg writes into every generation it makes, holding the directory's device and inode: a
+#: folder that merely has a generation's name (committed to a checkout, say) is not one.
+GENERATION_MARKER = "sotakg-generation.json"
+TRASH_MARK = ".del-"
+_TOKEN = r"[0-9a-f]{1,32}-[0-9]{1,10}"
+
+
+def _no_follow_open(path: Path, flags: int) -> int:
+    """Open ``path`` without following a symbolic link at its last component (O_NOFOLLOW)."""
+    return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+
+def _real_directory(path: Path) -> os.stat_result | None:
+    """The lstat of ``path`` when it is a directory and not a link, else None."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info if stat.S_ISDIR(info.st_mode) else None
+
+
+def write_generation_marker(generation: Path) -> None:
+    """Mark a freshly made generation directory as sotakg's own (created exclusively, never followed)."""
+    info = os.lstat(generation)
+    marker = json.dumps({"sotakg": "generation", "dev": info.st_dev, "ino": info.st_ino}).encode()
+    fd = _no_follow_open(generation / GENERATION_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        os.write(fd, marker)
+    finally:
+        os.close(fd)
+
+
+def is_own_generation(path: Path) -> bool:
+    """Whether ``path`` is a real directory (not a link) holding the marker sotakg wrote into it."""
+    info = _real_directory(path)
+    if info is None:
+        return False
+    try:
+        fd = _no_follow_open(path / GENERATION_MARKER, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        marker = json.loads(os.read(fd, 4096))
+    except (OSError, ValueError):
+        return False
+    finally:
+        os.close(fd)
+    return (
+        isinstance(marker, dict)
+        and marker.get("sotakg") == "generation"
+        and marker.get("dev") == info.st_dev
+        and marker.get("ino") == info.st_ino
+    )
+
+
 @dataclass(frozen=True)
 class StoreLayout:
     """Where a store's link, generations and lock live."""
@@ -47,46 +107,104 @@ class StoreLayout:
     def lock_path(self) -> Path:
         return self.path.with_name(self.path.name + ".lock")
 
+    def _name_pattern(self, mark: str) -> re.Pattern[str]:
+        return re.compile(re.escape(self.path.name + mark) + _TOKEN)
+
+    def is_generation_name(self, name: str) -> bool:
+        """Whether ``name`` is what new_generation calls a generation of this store."""
+        return self._name_pattern(GENERATION_MARK).fullmatch(name) is not None
+
     def new_generation(self) -> Path:
-        return self.path.with_name(f"{self.path.name}{GENERATION_MARK}{time.time_ns():x}-{os.getpid()}")
+        """A fresh, unpredictable generation name beside the link (not created yet)."""
+        token = f"{time.time_ns() ^ int.from_bytes(os.urandom(6), 'big'):x}"
+        return self.path.with_name(f"{self.path.name}{GENERATION_MARK}{token}-{os.getpid()}")
+
+    def check_folder(self) -> None:
+        """Refuse a store folder that is a symbolic link: the store would then live wherever it points."""
+        parent = self.path.parent
+        if parent.is_symlink():
+            raise StoreError(
+                f"the store folder {display_path(parent)} is a symbolic link, and sotakg does not follow it; "
+                f"remove the link (rm {display_path(parent)}) or pass another --store"
+            )
 
     def current_generation(self) -> Path | None:
-        """The generation the link points to, or None when there is no store yet."""
+        """The generation the link points to, or None when there is no store yet (or the link dangles).
+
+        The link must name a generation of this store beside it, and that generation must carry the
+        marker sotakg wrote; any other link (absolute, ``..``, another folder, a foreign directory)
+        is refused with a StoreError, so nothing it points to is ever opened or removed."""
+        self.check_folder()
         if not self.path.is_symlink():
             if self.path.exists():
                 raise StoreError(
                     f"{display_path(self.path)} exists but is not a sotakg store; move it away or pass another --store"
                 )
             return None
-        target = self.path.parent / os.readlink(self.path)
-        return target if target.is_dir() else None
+        target = os.readlink(self.path)
+        shown = target if len(target) <= 80 else target[:77] + "..."
+        refusal = (
+            f"{display_path(self.path)} is a link to {shown!r}, which is not a store generation sotakg made; "
+            f"sotakg removes nothing there. Remove the link (rm {display_path(self.path)}) and run 'sotakg build'"
+        )
+        if "/" in target or not self.is_generation_name(target):
+            raise StoreError(refusal)
+        generation = self.path.parent / target
+        if not os.path.lexists(generation):
+            return None
+        if not is_own_generation(generation):
+            raise StoreError(refusal)
+        return generation
 
     def leftovers(self) -> list[Path]:
-        """Generations and half-made links that no link points to (from killed builds)."""
+        """What killed builds left beside the link: unused generations sotakg marked, half-made links,
+        and half-removed generations. Anything else, whatever its name, is not touched."""
         current = self.current_generation()
-        found = []
-        if not self.path.parent.is_dir():
+        found: list[Path] = []
+        if _real_directory(self.path.parent) is None:
             return []
+        generations = self._name_pattern(GENERATION_MARK)
+        # Only links are unlinked here (never what they point to), so any link of that name goes.
+        links = re.compile(re.escape(self.path.name + LINK_MARK) + r"[0-9a-f-]{1,64}")
+        trash = self._name_pattern(TRASH_MARK)
         for entry in self.path.parent.iterdir():
             name = entry.name
-            if not name.startswith(self.path.name):
-                continue
-            rest = name[len(self.path.name) :]
-            if not rest.startswith((GENERATION_MARK, LINK_MARK)):
-                continue
-            if current is not None and entry.resolve() == current.resolve():
-                continue
-            if entry.is_dir() and not entry.is_symlink() and generation_in_use(entry):
-                continue
-            found.append(entry)
+            if links.fullmatch(name):
+                if entry.is_symlink():
+                    found.append(entry)
+            elif generations.fullmatch(name) or trash.fullmatch(name):
+                if current is not None and name == current.name:
+                    continue
+                if not is_own_generation(entry) and not _empty_directory(entry):
+                    continue
+                if generation_in_use(entry):
+                    continue
+                found.append(entry)
         return found
+
+
+def _empty_directory(path: Path) -> bool:
+    if _real_directory(path) is None:
+        return False
+    try:
+        return not any(os.scandir(path))
+    except OSError:
+        return False
 
 
 @contextmanager
 def build_lock(layout: StoreLayout, wait_seconds: float = 0.0) -> Iterator[None]:
     """Hold the store's build lock; raise StoreBusy if another process holds it past ``wait_seconds``."""
+    layout.check_folder()
     layout.path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(layout.lock_path, "a+")
+    try:
+        # Never through a link: a committed store.lock linking elsewhere must not be truncated.
+        handle = os.fdopen(_no_follow_open(layout.lock_path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK), "a+")
+    except OSError as error:
+        raise StoreError(
+            f"cannot use {display_path(layout.lock_path)} as the build lock ({error.strerror}); "
+            f"remove it and run the command again"
+        ) from None
     try:
         deadline = time.monotonic() + wait_seconds
         while True:
@@ -113,12 +231,58 @@ def build_lock(layout: StoreLayout, wait_seconds: float = 0.0) -> Iterator[None]
         handle.close()
 
 
-def remove_path(path: Path) -> None:
-    """Remove a file, link or directory tree; missing is fine."""
-    if path.is_symlink() or path.is_file():
+def remove_leftover(layout: StoreLayout, path: Path) -> None:
+    """Remove one of ``layout.leftovers()``: a half-made link, or a generation sotakg marked."""
+    if path.is_symlink():
         path.unlink(missing_ok=True)
-    elif path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
+    else:
+        remove_generation(layout, path)
+
+
+def remove_generation(layout: StoreLayout, generation: Path) -> bool:
+    """Remove a generation sotakg made, unless a reader holds it; True if removed.
+
+    Only a directory beside the link, named as a generation (or a half-removed one) and carrying
+    sotakg's marker is removed (an empty one left by a build killed before it wrote its marker too).
+    The readers' lock is held exclusively from the check to the rename out of the way, so a reader
+    either holds the generation before (and it stays) or finds it gone (and opens the new one)."""
+    if generation.parent != layout.path.parent or _real_directory(generation) is None:
+        return False
+    if _empty_directory(generation):
+        with contextlib.suppress(OSError):
+            generation.rmdir()
+        return True
+    if not is_own_generation(generation):
+        return False
+    try:
+        handle = os.fdopen(_no_follow_open(generation / READERS_LOCK, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK), "a+")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a reader holds it: a later build removes it
+        if layout._name_pattern(GENERATION_MARK).fullmatch(generation.name):
+            trash = generation.with_name(generation.name.replace(GENERATION_MARK, TRASH_MARK, 1))
+            try:
+                os.rename(generation, trash)
+            except OSError:
+                return False
+            generation = trash
+    # The marker goes last, so a removal cut short leaves a folder still recognisably sotakg's.
+    for entry in os.scandir(generation):
+        if entry.name == GENERATION_MARKER:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+    with contextlib.suppress(OSError):
+        os.unlink(generation / GENERATION_MARKER)
+        generation.rmdir()
+    return True
 
 
 class InterruptGuard:
@@ -194,7 +358,7 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
     manifest = read_manifest(generation)
     if not need_hashes and manifest.get("stat_digest") == stat_digest and manifest.get("fingerprint"):
         return DataSnapshot(sources, stat_digest, manifest["fingerprint"])
-    known = read_file_table(generation)
+    known = read_manifest(generation, FILE_TABLE)
     hashes: dict[str, str] = {}
     contents: dict[str, bytes] = {}
     limit = max_file_bytes()
@@ -223,24 +387,18 @@ def fingerprint(data_dir: Path, hashes: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def read_manifest(generation: Path | None) -> dict[str, Any]:
-    """What the build of ``generation`` recorded: fingerprint, stat digest, counts, triples."""
+def read_manifest(generation: Path | None, name: str = MANIFEST) -> dict[str, Any]:
+    """A JSON record the build of ``generation`` wrote: the manifest (fingerprint, stat digest,
+    counts, triples) or, with ``name=FILE_TABLE``, the size, time and hash of every file it read.
+    Missing or unreadable is an empty record: the store is then simply rebuilt."""
     if generation is None:
         return {}
     try:
-        return json.loads((generation / MANIFEST).read_text())
+        data = read_bounded(generation / name, 1 << 30)
+        value = json.loads(data)
     except (OSError, ValueError):
         return {}
-
-
-def read_file_table(generation: Path | None) -> dict[str, Any]:
-    """Size, modification time and content hash of every file the build of ``generation`` read."""
-    if generation is None:
-        return {}
-    try:
-        return json.loads((generation / FILE_TABLE).read_text())
-    except (OSError, ValueError):
-        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def write_manifest(generation: Path, data: DataSnapshot, counts: dict[str, int], triples: int) -> None:
@@ -266,46 +424,62 @@ READERS_LOCK = "readers.lock"
 _held_reader_locks: dict[Path, Any] = {}
 
 
-def hold_generation(generation: Path) -> None:
+def hold_generation(generation: Path) -> bool:
     """Mark ``generation`` as in use by this process (until it exits), so no build deletes it.
 
-    A build swaps in a new generation and then deletes the old one only if no reader holds it;
-    otherwise a later build deletes it once its readers are gone.
-    """
+    True when it is held and still in place; False when it was removed meanwhile (the caller reads
+    the link again). A build removes a generation only under an exclusive lock on the same file, and
+    moves it away before releasing that lock, so a shared lock here and the marker found afterwards
+    mean the generation stays whole for as long as this process lives."""
     if generation in _held_reader_locks:
-        return
+        return True
     try:
-        handle = open(generation / READERS_LOCK, "a+")
+        handle = os.fdopen(_no_follow_open(generation / READERS_LOCK, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK), "a+")
+    except FileNotFoundError:
+        return False
     except OSError:  # a read-only checkout: nobody can build there either, so nothing to guard against
-        return
+        return is_own_generation(generation)
     fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+    if not is_own_generation(generation):
+        handle.close()
+        return False
     _held_reader_locks[generation] = handle
+    return True
 
 
 def generation_in_use(generation: Path) -> bool:
     """Whether some process holds ``generation`` open for reading."""
-    lock = generation / READERS_LOCK
-    if not lock.exists():
+    try:
+        fd = _no_follow_open(generation / READERS_LOCK, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
         return False
-    with open(lock, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
     return False
 
 
+def hold_current(layout: StoreLayout) -> Path:
+    """The current generation, held for this process (see hold_generation); StoreError if none."""
+    for _ in range(100):  # each retry means a build swapped the link meanwhile: it settles at once
+        generation = layout.current_generation()
+        if generation is None:
+            raise StoreError(f"no store at {display_path(layout.path)}; run 'sotakg build' first")
+        generation = Path(os.path.abspath(generation))
+        if hold_generation(generation):
+            return generation
+    raise StoreError(f"the store at {display_path(layout.path)} kept changing while it was opened; try again")
+
+
 def open_read_only(layout: StoreLayout) -> Store:
-    """Open the current generation read-only (several readers and a builder may run at once)."""
+    """Open the current generation read-only and hold it (several readers and a builder may run at once)."""
     from pyoxigraph import Store
 
-    generation = layout.current_generation()
-    if generation is None:
-        raise StoreError(f"no store at {display_path(layout.path)}; run 'sotakg build' first")
-    generation = generation.resolve()
+    generation = hold_current(layout)
     try:
-        hold_generation(generation)
         return Store.read_only(str(generation / DATABASE))
     except OSError as error:
         raise StoreError(f"cannot open the store at {display_path(layout.path)}: {error}") from None
