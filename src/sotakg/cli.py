@@ -269,11 +269,51 @@ def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+#: The longest time limit any command takes (a day): past that a limit means nothing and overflows timers.
+MAX_SECONDS = 86400.0
+
+
+class Seconds(click.ParamType):
+    """A time limit: a finite number of seconds above 0 and at most MAX_SECONDS (``inf``, ``nan``,
+    ``1e308`` and 0 are usage errors, exit 2)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        import math
+
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(number) or not 0 < number <= MAX_SECONDS:
+            self.fail(f"{value!r} is not a time limit: give seconds above 0 and at most {MAX_SECONDS:g}", param, ctx)
+        return number
+
+
+class Utf8Text(click.ParamType):
+    """Text that must be valid UTF-8 (an argument with other bytes is a usage error, exit 2)."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            # Arguments that are not UTF-8 arrive as lone surrogates (Python's surrogateescape).
+            byte = ord(text[error.start]) & 0xFF
+            self.fail(
+                f"not valid UTF-8 (byte 0x{byte:02x} at character {error.start + 1}); pass UTF-8 text", param, ctx
+            )
+        return text
+
+
 def timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """--timeout SECONDS: the query is stopped (an error, never a partial answer) after that long."""
     return click.option(
         "--timeout",
-        type=click.FloatRange(min=0.0, min_open=True),
+        type=Seconds(),
         default=30.0,
         show_default=True,
         metavar="SECONDS",
@@ -363,7 +403,15 @@ def queries_command(name: str | None, markdown: bool) -> None:
 
 @cli.command(name="query")
 @click.argument("name")
-@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable).")
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    type=Utf8Text(),
+    metavar="NAME=VALUE",
+    help="A parameter value (repeatable).",
+)
 @format_option
 @endpoint_options
 @timeout_option
@@ -439,7 +487,7 @@ def sparql_command(
 @cli.command(name="why")
 @click.argument("record_id", metavar="ID")
 @endpoint_options
-@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0, hidden=True)
+@click.option("--timeout", type=Seconds(), default=30.0, hidden=True)
 @click.pass_context
 def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
     """Tell a record's provenance in prose.
@@ -578,7 +626,15 @@ def views_command(name: str | None) -> None:
 
 @export_group.command(name="view")
 @click.argument("name")
-@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable).")
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    type=Utf8Text(),
+    metavar="NAME=VALUE",
+    help="A parameter value (repeatable).",
+)
 @click.option(
     "-f",
     "--format",
@@ -648,7 +704,7 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
 @click.option("--port", type=click.IntRange(1, 65535), default=7878, show_default=True, help="Port to listen on.")
 @click.option(
     "--timeout",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=int(MAX_SECONDS)),
     default=30,
     show_default=True,
     metavar="SECONDS",
@@ -736,7 +792,7 @@ def serve_command(
 @click.option("--graph", metavar="IRI", default=None, help="Replace this named graph (default: the default graph).")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=Seconds(),
     default=30.0,
     show_default=True,
     metavar="SECONDS",

@@ -131,7 +131,7 @@ def _read_all(data: DataSnapshot) -> dict[str, bytes]:
     contents = dict(data.contents)
     limit = max_file_bytes()
     for source in data.sources:
-        if source.relative not in contents and source.kind is not None:
+        if source.relative not in contents and source.kind is not None and source.refusal is None:
             with contextlib.suppress(OSError):
                 contents[source.relative] = read_bounded(source.path, limit)
     return contents

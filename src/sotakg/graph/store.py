@@ -363,8 +363,11 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
     contents: dict[str, bytes] = {}
     limit = max_file_bytes()
     for source in sources:
+        if source.refusal is not None:  # never opened: the build reports it, naming the file
+            hashes[source.relative] = f"refused:{source.refusal}"
+            continue
         cached = known.get(source.relative)
-        if cached and cached[0] == source.size and cached[1] == source.mtime_ns:
+        if isinstance(cached, list) and len(cached) == 3 and cached[:2] == [source.size, source.mtime_ns]:
             hashes[source.relative] = cached[2]
         else:
             try:
