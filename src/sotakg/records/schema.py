@@ -47,7 +47,7 @@ HIGHEST = {"version": 1000, "year": 9999, "declared_size": 10**9}
 #: ASCII only, matched whole (``fullmatch``: a ``$`` would let a trailing newline through into an IRI).
 IDENTIFIER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: How an integer field must be written: plain ASCII decimal (no 0x, 0o, 0b, 1_000, 33:40 sexagesimal).
-DECIMAL_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]{0,17})")
+DECIMAL_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
 #: The lowest value of each bounded integer field.
 LOWEST = {"version": 0, "year": -9999, "declared_size": 0}
 #: Control characters a text field may not hold (tab and newline are text).

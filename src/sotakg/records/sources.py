@@ -98,9 +98,8 @@ def scan_sources(data_dir: Path) -> list[SourceFile]:
                         if is_record_name or (not relative and name in FOLDER_KINDS):
                             refuse(entry.path, rel, kind, DANGLING)
                         continue
-                    if not _inside(real, real_root):
-                        if is_record_name or (not relative and name in FOLDER_KINDS):
-                            refuse(entry.path, rel, kind, OUTSIDE)
+                    if not _inside(real, real_root):  # whatever its name: no folder or file out there is read
+                        refuse(entry.path, rel, kind, OUTSIDE)
                         continue
                 is_dir = entry.is_dir()
             except OSError as error:
@@ -182,13 +181,13 @@ def read_bounded(path: Path | str, limit: int) -> bytes:
         want = min(info.st_size, limit) + 1
         while True:
             chunk = os.read(fd, want)
-            if not chunk:
-                break
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:
                 raise SourceTooLarge(too_large(total, limit))
-            want = min(1 << 16, limit + 1 - total)
+            if len(chunk) < want:  # a short read of a regular file: its end
+                break
+            want = min(1 << 16, limit + 1 - total)  # it grew since fstat: read on, up to the cap
     finally:
         os.close(fd)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
