@@ -161,13 +161,14 @@ def _swap_link(layout: StoreLayout, generation: Path) -> None:
 
 
 def pause_for_test(phase: str) -> None:
-    """Tests only: with ``SOTAKG_TEST_PAUSE=<phase>``, write the phase to ``SOTAKG_TEST_PAUSE_MARKER``
-    and wait there (up to 60 s), so a test can interrupt the build at a known point."""
-    if os.environ.get("SOTAKG_TEST_PAUSE") != phase:
-        return
+    """Tests only: with ``SOTAKG_TEST_PAUSE=<phase>`` and ``SOTAKG_TEST_PAUSE_MARKER=<file>``, write
+    the phase to that file and wait (at most 60 s) until the test removes it, so that a test can
+    interrupt the build at a known point of it: reading, loading, committing or swapping."""
     marker = os.environ.get("SOTAKG_TEST_PAUSE_MARKER")
-    if marker:
-        Path(marker).write_text(phase)
+    if os.environ.get("SOTAKG_TEST_PAUSE") != phase or not marker:
+        return
+    Path(marker + ".tmp").write_text(phase)
+    os.replace(marker + ".tmp", marker)  # whole or absent: the test reads it as soon as it appears
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        time.sleep(0.02)
+    while os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.01)

@@ -142,6 +142,15 @@ class StoreLayout:
                 )
             return None
         target = os.readlink(self.path)
+        for _ in range(100):
+            # A build may swap the link and remove what it pointed to between our two looks: read it again.
+            generation = self.path.parent / target
+            if os.path.lexists(generation):
+                break
+            again = os.readlink(self.path) if self.path.is_symlink() else None
+            if again == target or again is None:
+                break
+            target = again
         shown = target if len(target) <= 80 else target[:77] + "..."
         refusal = (
             f"{display_path(self.path)} is a link to {shown!r}, which is not a store generation sotakg made; "
