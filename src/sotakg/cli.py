@@ -273,21 +273,19 @@ def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
 MAX_SECONDS = 86400.0
 
 
-class Seconds(click.ParamType):
+class Seconds(click.FloatRange):
     """A time limit: a finite number of seconds above 0 and at most MAX_SECONDS (``inf``, ``nan``,
-    ``1e308`` and 0 are usage errors, exit 2)."""
+    ``1e308`` and 0 are usage errors, exit 2; FloatRange alone lets ``nan`` through)."""
 
-    name = "seconds"
+    def __init__(self) -> None:
+        super().__init__(min=0.0, max=MAX_SECONDS, min_open=True)
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         import math
 
-        try:
-            number = float(value)
-        except (TypeError, ValueError, OverflowError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(number) or not 0 < number <= MAX_SECONDS:
-            self.fail(f"{value!r} is not a time limit: give seconds above 0 and at most {MAX_SECONDS:g}", param, ctx)
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
         return number
 
 
