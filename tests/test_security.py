@@ -406,6 +406,34 @@ def test_a_parameter_that_is_not_utf8_is_a_usage_error(tmp_path):
     assert b"Traceback" not in result.stderr
 
 
+def test_a_parameter_with_non_ascii_digits_is_a_usage_error(runner, built_store):
+    from .conftest import invoke
+
+    result = invoke(runner, built_store, "query", "papers-since", "-p", "since=\u0662\u0660\u0662\u0660")
+    assert result.exit_code == 2
+    assert "the digit '\u0662' (U+0662 at character 7) is not ASCII; write digits as 0-9" in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["publish", "--endpoint", "http://127.0.0.1:9/store", "--max-bytes", "9" * 5000],
+        ["serve", "--max-request-bytes", "9" * 5000],
+        ["serve", "--max-result-bytes", "9" * 5000],
+        ["serve", "--timeout", "9" * 5000],
+        ["console", "--max-rows", "9" * 5000],
+    ],
+    ids=["publish-max-bytes", "serve-max-request", "serve-max-result", "serve-timeout", "console-max-rows"],
+)
+def test_a_number_of_thousands_of_digits_on_the_command_line_is_a_usage_error(runner, built_store, args):
+    from .conftest import invoke
+
+    result = invoke(runner, built_store, *args)
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 # ------------------------------------------------------------------------------------- 7. reading scales
 
 

@@ -289,21 +289,41 @@ class Seconds(click.FloatRange):
         return number
 
 
+class SizeText(click.ParamType):
+    """A size such as ``512M``: at most 24 characters, so a number of thousands of digits is a usage
+    error (exit 2) before anything converts it."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if len(text) > 24:
+            self.fail(f"{text[:24]}... is not a size; write a number with a unit, e.g. 512M", param, ctx)
+        return text
+
+
 class Utf8Text(click.ParamType):
-    """Text that must be valid UTF-8 (an argument with other bytes is a usage error, exit 2)."""
+    """A ``NAME=VALUE`` parameter: valid UTF-8 with digits written in ASCII (an argument with other
+    bytes, or with digits such as Arabic-Indic ones that a ``\\d`` pattern would match, is a usage
+    error, exit 2)."""
 
     name = "text"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        import unicodedata
+
         text = str(value)
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as error:
             # Arguments that are not UTF-8 arrive as lone surrogates (Python's surrogateescape).
             byte = ord(text[error.start]) & 0xFF
-            self.fail(
-                f"not valid UTF-8 (byte 0x{byte:02x} at character {error.start + 1}); pass UTF-8 text", param, ctx
-            )
+            where = f"byte 0x{byte:02x} at character {error.start + 1}"
+            self.fail(f"not valid UTF-8 ({where}); pass UTF-8 text", param, ctx)
+        for position, char in enumerate(text, start=1):
+            if char > "\x7f" and unicodedata.category(char) == "Nd":
+                where = f"U+{ord(char):04X} at character {position}"
+                self.fail(f"the digit {char!r} ({where}) is not ASCII; write digits as 0-9", param, ctx)
         return text
 
 
@@ -717,6 +737,7 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
 )
 @click.option(
     "--max-request-bytes",
+    type=SizeText(),
     default="1M",
     show_default=True,
     metavar="SIZE",
@@ -724,6 +745,7 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
 )
 @click.option(
     "--max-result-bytes",
+    type=SizeText(),
     default="64M",
     show_default=True,
     metavar="SIZE",
@@ -796,7 +818,14 @@ def serve_command(
     metavar="SECONDS",
     help="Give up if the server has not answered after this long.",
 )
-@click.option("--max-bytes", default="512M", show_default=True, metavar="SIZE", help="Refuse to send more than this.")
+@click.option(
+    "--max-bytes",
+    type=SizeText(),
+    default="512M",
+    show_default=True,
+    metavar="SIZE",
+    help="Refuse to send more than this.",
+)
 @click.pass_context
 def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeout: float, max_bytes: str) -> None:
     """Replace a graph on a SPARQL server with this one, in one request.
