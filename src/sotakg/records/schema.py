@@ -477,22 +477,7 @@ def read_record(path: Path, kind: str, shown: str | None = None, data: bytes | N
         raise DataError([Problem(shown, None, fallback_id, str(error))]) from None
     except OSError as error:
         raise DataError([Problem(shown, None, fallback_id, f"cannot read: {error.strerror}")]) from None
-    record = check_record(kind, values, shown, lines, texts, start)
-    if kind != "registry" and path.stem != record.id:
-        suffix = path.suffix
-        raise DataError(
-            [
-                Problem(
-                    shown,
-                    record.line,
-                    record.id,
-                    f"the file is named {shorten(path.stem, 40)}{suffix} but holds id {record.id}; "
-                    f"rename the file to {record.id}{suffix} or fix 'id'",
-                    rule="id-unique",
-                )
-            ]
-        )
-    return record
+    return check_record(kind, values, shown, lines, texts, start)
 
 
 def check_record(
@@ -560,9 +545,22 @@ def load_anthology(
             continue
         data = contents.get(source.relative) if contents is not None else None
         try:
-            records.append(read_record(Path(source.path), source.kind, source.shown, data))
+            record = read_record(Path(source.path), source.kind, source.shown, data)
         except DataError as error:
             problems.extend(error.problems)
+            continue
+        records.append(record)  # still one of the records, so that a duplicate id is reported too
+        stem, suffix = Path(source.relative).stem, Path(source.relative).suffix
+        if record.kind != "registry" and stem != record.id:
+            problems.append(
+                Problem(
+                    record.file,
+                    record.line,
+                    record.id,
+                    f"the file is named {shorten(stem, 40)}{suffix} but holds id {record.id}; "
+                    f"rename the file to {record.id}{suffix} or fix 'id'",
+                )
+            )
     problems.extend(_duplicate_problems(records))
     if problems:
         raise DataError(problems)
