@@ -206,6 +206,14 @@ def test_a_lock_file_that_is_a_link_is_never_written_through(runner, workdir, vi
     assert (victim / "keep.txt").read_text() == "SECRET-LINE root:x:0:0\n"
 
 
+def test_a_lock_file_that_is_a_fifo_is_an_error_not_a_hang(runner, workdir):
+    (workdir / ".sotakg").mkdir()
+    os.mkfifo(workdir / ".sotakg" / "store.lock")
+    result = runner.invoke(cli, ["build"])
+    assert result.exit_code == 1
+    assert "cannot use .sotakg/store.lock as the build lock (not a regular file)" in result.output
+
+
 # ----------------------------------------------------------------------------------- 2. terms, not text
 
 INJECTION = (
@@ -514,6 +522,19 @@ def test_export_site_replaces_a_link_in_its_folder_rather_than_writing_through(r
     assert not (site / "index.html").is_symlink()
     assert (site / "index.html").read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
     assert (victim / "keep.txt").read_text() == "SECRET-LINE root:x:0:0\n"
+
+
+def test_written_files_never_go_through_a_link_below_the_folder_named(workdir, victim):
+    from sotakg.errors import ExportError
+    from sotakg.query.formats import write_files
+
+    out = workdir / "out"
+    out.mkdir()
+    os.symlink(victim, out / "pages")
+    before = tree_digest(victim)
+    with pytest.raises(ExportError, match="out/pages is a link; sotakg does not write through it: remove it"):
+        write_files(out, {"pages/keep.txt": "overwritten"})
+    assert tree_digest(victim) == before
 
 
 def test_an_unusable_store_path_is_an_error_not_a_traceback(runner, workdir):

@@ -206,14 +206,21 @@ def build_lock(layout: StoreLayout, wait_seconds: float = 0.0) -> Iterator[None]
     """Hold the store's build lock; raise StoreBusy if another process holds it past ``wait_seconds``."""
     layout.check_folder()
     layout.path.parent.mkdir(parents=True, exist_ok=True)
+    problem = "not a regular file"
     try:
         # Never through a link: a committed store.lock linking elsewhere must not be truncated.
-        handle = os.fdopen(_no_follow_open(layout.lock_path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK), "a+")
+        fd = _no_follow_open(layout.lock_path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK)
     except OSError as error:
+        fd, problem = -1, str(error.strerror)
+    if fd >= 0 and not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        fd = -1
+    if fd < 0:
         raise StoreError(
-            f"cannot use {display_path(layout.lock_path)} as the build lock ({error.strerror}); "
+            f"cannot use {display_path(layout.lock_path)} as the build lock ({problem}); "
             f"remove it and run the command again"
-        ) from None
+        )
+    handle = os.fdopen(fd, "a+")
     try:
         deadline = time.monotonic() + wait_seconds
         while True:

@@ -113,6 +113,12 @@ def write_files(folder: Path, files: Mapping[str, str]) -> WriteReport:
         raise ExportError(f"{folder} exists and is not a folder")
     report = WriteReport()
     for name in sorted(files):
+        # The folder is the user's choice; a link below it (committed to a checkout, say) is not.
+        parent = (folder / name).parent
+        while parent != folder and folder in parent.parents:
+            if parent.is_symlink():
+                raise ExportError(f"{display_path(parent)} is a link; sotakg does not write through it: remove it")
+            parent = parent.parent
         changed = write_if_changed(folder / name, files[name])
         (report.written if changed else report.unchanged).append(name)
     return report
