@@ -167,3 +167,20 @@ def test_a_reader_keeps_its_generation_until_it_is_done(workdir):
     assert practices_in(workdir / ".sotakg" / "store") == 41  # new readers see the new one
     assert len(leftovers(workdir)) == 1  # the old generation waits for its reader
     assert os.path.isdir(workdir / ".sotakg" / leftovers(workdir)[0])
+
+
+def test_a_query_backend_holds_the_generation_it_queries(workdir):
+    from sotakg.query.sparql import LocalBackend
+
+    build_store(workdir)
+    store = workdir / ".sotakg" / "store"
+    backend = LocalBackend(store, data_dir=None)  # no freshness check: this process only reads
+    query = f"SELECT (COUNT(?p) AS ?n) WHERE {{ ?p a {PRACTICE} }}"
+    assert backend.run(query).rows[0][0].value == "42"  # holds the generation it opened
+    held = os.readlink(store)
+    (workdir / "data" / "practices" / "SOTA-437.yaml").unlink()
+    build_store(workdir)
+    assert os.readlink(store) != held
+    assert (workdir / ".sotakg" / held / "oxigraph").is_dir(), "a build removed a generation in use"
+    assert leftovers(workdir) == [held]
+    assert backend.run(query).rows[0][0].value == "41"  # the next query opens the new one
