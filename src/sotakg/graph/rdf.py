@@ -177,6 +177,14 @@ def anthology_quads(anthology: Anthology) -> Iterator[Quad]:
             yield Quad(iri(subject), iri(predicate), _term(obj))
 
 
+def anthology_ntriples(anthology: Anthology) -> bytes:
+    """Every statement of every record as N-Triples, written by pyoxigraph's serializer from the
+    terms (which escapes every value): never assembled as text, so no value can add a statement."""
+    from pyoxigraph import RdfFormat, serialize
+
+    return serialize(anthology_triples(anthology), format=RdfFormat.N_TRIPLES) or b""
+
+
 # ------------------------------------------------------------------------------------ RDF -> records
 
 
