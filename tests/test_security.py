@@ -237,6 +237,20 @@ def test_a_status_cannot_add_statements_and_is_reported_by_validate(runner, work
     assert "data/practices/SOTA-049.yaml:2: [practice-status] violation:" in report.output
 
 
+def test_the_n_triples_of_the_records_hold_exactly_their_statements(tmp_path):
+    from pyoxigraph import RdfFormat, parse
+
+    from sotakg.graph.rdf import anthology_ntriples, anthology_quads
+    from sotakg.records.schema import Anthology, check_record
+
+    status = json.loads(INJECTION.split(": ", 1)[1])
+    record = check_record("practice", {"id": "SOTA-049", "title": 'a "b"\n<c> .', "status": status})
+    anthology = Anthology([record])
+    parsed = list(parse(anthology_ntriples(anthology), format=RdfFormat.N_TRIPLES))
+    assert sorted(map(str, parsed)) == sorted(map(str, anthology_quads(anthology)))
+    assert len(parsed) == 4  # type, identifier, title, status (a literal) and nothing else
+
+
 @pytest.mark.parametrize("status", ["Foo Bar", "Active>", "Acti<ve", "x" * 300])
 def test_a_status_that_cannot_be_an_iri_is_a_finding_not_a_crash(runner, workdir, status):
     replace_field(workdir, "SOTA-049", "status", f"status: {json.dumps(status)}")
