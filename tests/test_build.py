@@ -93,7 +93,7 @@ def test_a_failure_while_loading_removes_the_new_generation(runner, workdir, mon
     before = store_files(workdir)
 
     def explode(database, anthology):
-        database.parent.mkdir(parents=True)
+        database.parent.mkdir(parents=True, exist_ok=True)
         (database.parent / "partial").write_text("half a graph")
         raise KeyboardInterrupt
 

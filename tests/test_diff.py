@@ -59,7 +59,7 @@ def make_change(data: Path) -> None:
     set_fields(practices / "SOTA-048.yaml", version="2")
     set_fields(practices / "SOTA-018.yaml", title="Balance pipeline stages")
     set_fields(practices / "SOTA-017.yaml", cites="[LIT-016, LIT-051]")
-    (practices / "SOTA-049.yaml").rename(practices / "SOTA-049-buffer-size.yaml")
+    (practices / "SOTA-049.yaml").rename(practices / "SOTA-049.yml")  # renamed; a file keeps its id as its name
     (practices / "SOTA-437.yaml").unlink()
     set_fields(data / "papers" / "LIT-083.yaml", year="2023")
     set_fields(data / "adrs" / "ADR-026.yaml", status="Superseded", superseded_by="ADR-059")
@@ -106,7 +106,7 @@ def test_text_names_each_change(runner, history: History) -> None:
         "  SOTA-018  title: Balance pipeline stages to minimize bubble overhead -> Balance pipeline stages\n"
         "  SOTA-047  status Active -> Rejected; reason: folded into SOTA-048 (names SOTA-048)\n"
         "  SOTA-048  new version: v1 -> v2\n"
-        "  SOTA-049  file moved from data/practices/SOTA-049.yaml to data/practices/SOTA-049-buffer-size.yaml\n"
+        "  SOTA-049  file moved from data/practices/SOTA-049.yaml to data/practices/SOTA-049.yml\n"
         '  SOTA-437  practice removed (was "Store and move model checkpoints losslessly compressed: code the '
         'float exponent as its own stream with an entropy coder alone, and store successive checkpoints…")\n'
         '  SOTA-999  new practice "Shard the optimizer state" (Proposed) cites nothing\n'

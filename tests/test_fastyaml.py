@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import string
+
+import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sotakg.records.fastyaml import parse_canonical
 from sotakg.records.schema import Record, SourceRefusal, dump_record, parse_yaml_mapping
@@ -36,6 +40,80 @@ def test_dumped_records_agree(records: list[Record]):
         fast = parse_canonical(text)
         if fast is not None:
             assert fast[:3] == full(text)[:3]
+
+
+# Records in the shape the fast path is for: identifiers, whole numbers and one-line text of the
+# characters curated titles use (dump_record quotes what YAML would read otherwise, in single quotes).
+canonical_text = st.text(string.ascii_letters + string.digits + " .,;()-/'&%+?!", min_size=1, max_size=60).filter(
+    lambda value: value.strip() == value and value[:1].isalnum()
+)
+canonical_practice = st.fixed_dictionaries(
+    {
+        "id": st.from_regex(r"\ASOTA-[0-9]{3}\Z"),
+        "version": st.integers(0, 1000),
+        "title": canonical_text,
+        "status": st.sampled_from(["Active", "Proposed", "Rejected"]),
+        "reason": canonical_text,
+        "cites": st.lists(st.from_regex(r"\ALIT-[0-9]{3}\Z"), max_size=4, unique=True).map(sorted),
+        "topic": st.from_regex(r"\A[a-z][a-z-]{0,20}[a-z]\Z"),
+    }
+)
+
+
+@given(canonical_practice)
+@settings(max_examples=300, deadline=None)
+def test_canonical_records_take_the_fast_path_and_agree(fields):
+    text = dump_record(Record("practice", fields["id"], fields))
+    fast = parse_canonical(text)
+    assert fast is not None, text
+    assert fast[:3] == full(text)[:3]
+    assert fast[0] == fields
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "id: SOTA-001\n",
+        "id: SOTA-001\nversion: 3\n",
+        "id: SOTA-001\ntitle: 'yes'\n",
+        "id: SOTA-001\ntitle: 'it''s fine'\n",
+        'id: SOTA-001\ntitle: "plain in double quotes"\n',
+        "id: SOTA-001\ncites: []\n",
+        "id: SOTA-001\ncites: [LIT-001, LIT-002]\n",
+        "{}\n",
+    ],
+)
+def test_the_fast_path_answers_for_each_canonical_form(text):
+    fast = parse_canonical(text)
+    assert fast is not None
+    assert fast[:3] == full(text)[:3]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "id: SOTA-001\n# a comment\n",
+        "id: SOTA-001\n\nversion: 1\n",
+        "id: SOTA-001\nversion: 0x10\n",
+        "id: SOTA-001\nversion: 017\n",
+        "id: SOTA-001\nversion: 1_0\n",
+        "id: SOTA-001\nyear: 33:40\n",
+        "id: SOTA-001\nversion: " + "9" * 30 + "\n",
+        "id: SOTA-001\ntitle: no\n",
+        "id: SOTA-001\ntitle: ~\n",
+        "id: SOTA-001\ntitle: 2020-01-01\n",
+        "id: SOTA-001\ntitle: &a x\n",
+        "id: SOTA-001\ntitle: !!str x\n",
+        'id: SOTA-001\ntitle: "a\\tb"\n',
+        "id: SOTA-001\ntitle: a\rb\n",
+        "id: SOTA-001\ntitle: a\x85b\n",
+        "id: SOTA-001\ntitle: a\u2028b\n",
+        "id: SOTA-001\ntitle: |\n  block\n",
+        "id: SOTA-001\ntitle: x",
+    ],
+)
+def test_the_fast_path_leaves_everything_else_to_the_full_reader(text):
+    assert parse_canonical(text) is None
 
 
 @given(

@@ -260,8 +260,10 @@ def test_a_duplicate_identifier_is_reported_as_a_full_read_would(tmp_path: Path)
     full, _ = _full_run(data, tmp_path / "full")
     assert not report.readable
     assert report.findings == full.findings
-    assert [f.rule_id for f in report.findings] == ["id-unique"]
-    assert report.findings[0].file is not None and report.findings[0].file.endswith("SOTA-017.yaml")
+    # The copy is misnamed too (a record file is named after its id), and its id is taken.
+    assert [f.rule_id for f in report.findings] == ["data-readable", "id-unique"]
+    assert "AAA-copy.yaml but holds id SOTA-017" in report.findings[0].message
+    assert report.findings[1].file is not None and report.findings[1].file.endswith("SOTA-017.yaml")
     assert _quads(store) == before  # the store is left as it was
 
 

@@ -64,13 +64,13 @@ def test_non_utf8_file_names_the_line_of_the_bad_byte(tmp_path):
 
 
 def test_the_same_id_in_two_files_names_both(data_copy):
-    write(data_copy / "practices", "SOTA-049-copy.yaml", (data_copy / "practices" / "SOTA-049.yaml").read_text())
+    write(data_copy / "practices", "SOTA-049.yml", (data_copy / "practices" / "SOTA-049.yaml").read_text())
     with pytest.raises(DataError) as caught:
         load_anthology(data_copy)
     (problem,) = caught.value.problems
-    assert problem.file.endswith("practices/SOTA-049.yaml") or problem.file.endswith("SOTA-049-copy.yaml")
+    assert problem.file.endswith("practices/SOTA-049.yaml") or problem.file.endswith("SOTA-049.yml")
     assert "identifier SOTA-049 is also used by" in problem.message
-    assert "SOTA-049-copy.yaml" in str(problem) and "practices/SOTA-049.yaml:1" in str(problem)
+    assert "SOTA-049.yml" in str(problem) and "practices/SOTA-049.yaml:1" in str(problem)
 
 
 def test_files_outside_record_folders_are_reported(data_copy):

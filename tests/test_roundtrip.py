@@ -13,7 +13,9 @@ from sotakg.graph.rdf import anthology_triples, as_quads, record_triples, record
 from sotakg.records.schema import Anthology, Record, atomic_write_text, dump_record, load_anthology, record_path
 
 identifier = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,12}\Z")
-text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=40).filter(
+# Records refuse control characters other than tab and newline in text.
+CONTROLS = "".join(chr(c) for c in (*range(0, 9), *range(11, 32), *range(127, 160)))
+text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters=CONTROLS), min_size=1, max_size=40).filter(
     lambda value: value.strip() != ""
 )
 ids = st.lists(identifier, min_size=1, max_size=4, unique=True).map(sorted)

@@ -130,7 +130,15 @@ P17 = "practices/SOTA-017.yaml"
 P49 = "practices/SOTA-049.yaml"
 
 CASES = [
-    Case("practice-id", [V("practice-id", "SOTA-17", P17, 1)], fields=[(P17, "id", "SOTA-17")]),
+    Case(
+        "practice-id",
+        [V("practice-id", "SOTA-17", "practices/SOTA-17.yaml", 1)],
+        # A file must be named after its id (else the build refuses it), so the bad id has a file of its own.
+        files={
+            "practices/SOTA-17.yaml": "id: SOTA-17\nversion: 1\ntitle: T\nsummary: S\nstatus: Proposed\n"
+            "topic: distributed-optimization\n"
+        },
+    ),
     Case(
         "paper-id",
         [V("paper-id", "LIT-9", "papers/LIT-9.yaml", 1)],
@@ -489,6 +497,14 @@ def test_unreadable_files_are_findings_and_the_store_is_untouched(workdir: Path)
             "data/notes/todo.yaml",
             None,
             "not in a record folder; move it into one of: adrs, papers, practices, topics",
+        ),
+        (
+            "data-readable",
+            "violation",
+            "LIT-004",
+            "data/papers/LIT-999.yaml",
+            1,
+            "the file is named LIT-999.yaml but holds id LIT-004; rename the file to LIT-004.yaml or fix 'id'",
         ),
         (
             "id-unique",

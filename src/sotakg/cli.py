@@ -270,11 +270,69 @@ def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+#: The longest time limit any command takes (a day): past that a limit means nothing and overflows timers.
+MAX_SECONDS = 86400.0
+
+
+class Seconds(click.FloatRange):
+    """A time limit: a finite number of seconds above 0 and at most MAX_SECONDS (``inf``, ``nan``,
+    ``1e308`` and 0 are usage errors, exit 2; FloatRange alone lets ``nan`` through)."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0.0, max=MAX_SECONDS, min_open=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return number
+
+
+class SizeText(click.ParamType):
+    """A size such as ``512M``: at most 24 characters, so a number of thousands of digits is a usage
+    error (exit 2) before anything converts it."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if len(text) > 24:
+            self.fail(f"{text[:24]}... is not a size; write a number with a unit, e.g. 512M", param, ctx)
+        return text
+
+
+class Utf8Text(click.ParamType):
+    """A ``NAME=VALUE`` parameter: valid UTF-8 with digits written in ASCII (an argument with other
+    bytes, or with digits such as Arabic-Indic ones that a ``\\d`` pattern would match, is a usage
+    error, exit 2)."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        import unicodedata
+
+        text = str(value)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            # Arguments that are not UTF-8 arrive as lone surrogates (Python's surrogateescape).
+            byte = ord(text[error.start]) & 0xFF
+            where = f"byte 0x{byte:02x} at character {error.start + 1}"
+            self.fail(f"not valid UTF-8 ({where}); pass UTF-8 text", param, ctx)
+        for position, char in enumerate(text, start=1):
+            if char > "\x7f" and unicodedata.category(char) == "Nd":
+                where = f"U+{ord(char):04X} at character {position}"
+                self.fail(f"the digit {char!r} ({where}) is not ASCII; write digits as 0-9", param, ctx)
+        return text
+
+
 def timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """--timeout SECONDS: the query is stopped (an error, never a partial answer) after that long."""
     return click.option(
         "--timeout",
-        type=click.FloatRange(min=0.0, min_open=True),
+        type=Seconds(),
         default=30.0,
         show_default=True,
         metavar="SECONDS",
@@ -389,7 +447,15 @@ def queries_command(name: str | None, markdown: bool) -> None:
 
 @cli.command(name="query")
 @click.argument("name")
-@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable).")
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    type=Utf8Text(),
+    metavar="NAME=VALUE",
+    help="A parameter value (repeatable).",
+)
 @format_option
 @endpoint_options
 @timeout_option
@@ -685,7 +751,15 @@ def views_command(name: str | None) -> None:
 
 @export_group.command(name="view")
 @click.argument("name")
-@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE", help="A parameter value (repeatable).")
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    type=Utf8Text(),
+    metavar="NAME=VALUE",
+    help="A parameter value (repeatable).",
+)
 @click.option(
     "-f",
     "--format",
@@ -757,7 +831,7 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
 @click.option("--port", type=click.IntRange(1, 65535), default=7878, show_default=True, help="Port to listen on.")
 @click.option(
     "--timeout",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=int(MAX_SECONDS)),
     default=30,
     show_default=True,
     metavar="SECONDS",
@@ -772,6 +846,7 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
 )
 @click.option(
     "--max-request-bytes",
+    type=SizeText(),
     default="1M",
     show_default=True,
     metavar="SIZE",
@@ -779,6 +854,7 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
 )
 @click.option(
     "--max-result-bytes",
+    type=SizeText(),
     default="64M",
     show_default=True,
     metavar="SIZE",
@@ -854,13 +930,20 @@ def serve_command(
 @click.option("--graph", metavar="IRI", default=None, help="Replace this named graph (default: the default graph).")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=Seconds(),
     default=30.0,
     show_default=True,
     metavar="SECONDS",
     help="Give up if the server has not answered after this long.",
 )
-@click.option("--max-bytes", default="512M", show_default=True, metavar="SIZE", help="Refuse to send more than this.")
+@click.option(
+    "--max-bytes",
+    type=SizeText(),
+    default="512M",
+    show_default=True,
+    metavar="SIZE",
+    help="Refuse to send more than this.",
+)
 @click.option(
     "--since",
     metavar="BASE",

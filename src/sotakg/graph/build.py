@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 from .store import (
     CARRY_PREFIX,
     DATABASE,
+    GENERATION_MARK,
+    GENERATION_MARKER,
+    LINK_MARK,
     SOURCE_TABLE,
     DataSnapshot,
     InterruptGuard,
@@ -37,11 +40,12 @@ from .store import (
     StoreLayout,
     build_base,
     build_lock,
-    generation_in_use,
     read_manifest,
     remember_stats,
-    remove_path,
+    remove_generation,
+    remove_leftover,
     snapshot,
+    write_generation_marker,
     write_manifest,
 )
 
@@ -89,7 +93,7 @@ def build(
     layout = StoreLayout(store_path)
     with build_lock(layout, wait_seconds):
         for leftover in layout.leftovers():
-            remove_path(leftover)
+            remove_leftover(layout, leftover)
         current = layout.current_generation()
         manifest = read_manifest(current)
         if data is not None:
@@ -106,6 +110,7 @@ def build(
                 manifest.get("triples", 0),
                 time.perf_counter() - started,
             )
+        pause_for_test("reading")
         change = None
         if not force and data is None and current is not None:
             change = _plan_change(data_dir, current, manifest, scanned)
@@ -115,6 +120,9 @@ def build(
         generation = layout.new_generation()
         committed = False
         try:
+            generation.mkdir()
+            write_generation_marker(generation)
+            pause_for_test("loading")
             applied = None
             if change is not None and current is not None:
                 applied = _try_change(current, generation, manifest, scanned, change)
@@ -130,15 +138,17 @@ def build(
                 _write_source_table(generation, scanned, anthology.records)
                 lineage = {}
             write_manifest(generation, scanned, counts, triples, lineage)
+            pause_for_test("committing")
             if guard is not None:
                 guard.committing = True
+            pause_for_test("swapping")
             _swap_link(layout, generation)
             committed = True
         finally:
             if not committed:
-                remove_path(generation)
-        if current is not None and not generation_in_use(current):
-            remove_path(current)
+                remove_generation(layout, generation)
+        if current is not None:
+            remove_generation(layout, current)  # not while a reader holds it: a later build does
     return BuildReport(
         store_path,
         True,
@@ -179,7 +189,7 @@ def _read_all(data: DataSnapshot) -> dict[str, bytes]:
     contents = dict(data.contents)
     limit = max_file_bytes()
     for source in data.sources:
-        if source.relative not in contents and source.kind is not None:
+        if source.relative not in contents and source.kind is not None and source.refusal is None:
             with contextlib.suppress(OSError):
                 contents[source.relative] = read_bounded(source.path, limit)
     return contents
@@ -189,13 +199,12 @@ def _load_generation(database: Path, anthology: Anthology) -> int:
     from pyoxigraph import RdfFormat, Store
 
     from ..resources import ontology_path
-    from .rdf import anthology_ntriples
+    from .rdf import anthology_quads
 
-    database.parent.mkdir(parents=True)
     store = Store(str(database))
     try:
         store.bulk_load(path=str(ontology_path()), format=RdfFormat.TURTLE)
-        store.bulk_load(anthology_ntriples(anthology), format=RdfFormat.N_TRIPLES)
+        store.bulk_extend(anthology_quads(anthology))
         store.flush()
         return len(store)
     finally:
@@ -204,9 +213,8 @@ def _load_generation(database: Path, anthology: Anthology) -> int:
 
 
 def _swap_link(layout: StoreLayout, generation: Path) -> None:
-    link = layout.path.with_name(f"{layout.path.name}.link-{os.getpid()}")
-    remove_path(link)
-    os.symlink(generation.name, link)
+    link = layout.path.with_name(f"{layout.path.name}{LINK_MARK}{generation.name.rsplit(GENERATION_MARK, 1)[1]}")
+    os.symlink(generation.name, link)  # a fresh, unpredictable name: fails rather than reuse anything
     os.replace(link, layout.path)
 
 
@@ -311,7 +319,7 @@ def _shown_prefix(scanned: DataSnapshot) -> str:
 def _read_changed(data_dir: Path, scanned: DataSnapshot) -> tuple[list[tuple[str, Record]], list[Problem]]:
     """The records of the changed files, and the problems of those that cannot be read (each file
     read as load_anthology reads it, so the messages are the same as a full build's)."""
-    from ..records.schema import load_anthology
+    from ..records.schema import read_source
 
     assert scanned.changed is not None
     records: list[tuple[str, Record]] = []
@@ -319,12 +327,10 @@ def _read_changed(data_dir: Path, scanned: DataSnapshot) -> tuple[list[tuple[str
     for source in scanned.sources:
         if source.relative not in scanned.changed:
             continue
-        try:
-            (record,) = load_anthology(data_dir, [source], scanned.contents).records
-        except DataError as error:
-            problems.extend(error.problems)
-            continue
-        records.append((source.relative, record))
+        record, found = read_source(source, scanned.contents)
+        problems.extend(found)
+        if record is not None:  # even when misnamed: it can still clash with another record's id
+            records.append((source.relative, record))
     return records, problems
 
 
@@ -377,7 +383,14 @@ def _try_change(
     try:
         return _apply_change(current, generation, manifest, scanned, change)
     except _UNUSABLE:
-        remove_path(generation)
+        # Start the generation again from its marker alone, for the full build that follows.
+        for entry in generation.iterdir():
+            if entry.name == GENERATION_MARKER:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
         return None
 
 
@@ -392,7 +405,6 @@ def _apply_change(
 
     removed = set(as_quads(triple for record in change.old for triple in record_triples(record)))
     inserted = set(as_quads(triple for _rel, record in change.new for triple in record_triples(record)))
-    generation.mkdir()
     shutil.copyfile(current / SOURCE_TABLE, generation / SOURCE_TABLE)
     table = SourceTable.open(generation, writable=True)
     if table is None:
@@ -519,3 +531,17 @@ def _lineage(manifest: dict[str, Any], quads: set[Quad]) -> dict[str, Any]:
                 with contextlib.suppress(*_UNUSABLE):  # an entry sotakg did not write is dropped
                     lineage[fingerprint] = since(changes)
     return lineage
+
+
+def pause_for_test(phase: str) -> None:
+    """Tests only: with ``SOTAKG_TEST_PAUSE=<phase>`` and ``SOTAKG_TEST_PAUSE_MARKER=<file>``, write
+    the phase to that file and wait (at most 60 s) until the test removes it, so that a test can
+    interrupt the build at a known point of it: reading, loading, committing or swapping."""
+    marker = os.environ.get("SOTAKG_TEST_PAUSE_MARKER")
+    if os.environ.get("SOTAKG_TEST_PAUSE") != phase or not marker:
+        return
+    Path(marker + ".tmp").write_text(phase)
+    os.replace(marker + ".tmp", marker)  # whole or absent: the test reads it as soon as it appears
+    deadline = time.monotonic() + 60
+    while os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.01)

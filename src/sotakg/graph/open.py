@@ -9,10 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import StoreError
-from ..records.sources import display_path
 from .build import DataRead, build, read_data
-from .store import DATABASE, StoreLayout, freshness, open_read_only, read_manifest
+from .store import DATABASE, StoreLayout, freshness, hold_current, open_read_only, read_manifest
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
@@ -48,10 +46,8 @@ def ensure_fresh(data_dir: Path | None, store_path: Path, data: DataRead | None 
 def current_database(data_dir: Path | None, store_path: Path, data: DataRead | None = None) -> Path:
     """The Oxigraph database of the store's current generation, rebuilt first when stale."""
     ensure_fresh(data_dir, store_path, data)
-    generation = StoreLayout(store_path).current_generation()
-    if generation is None:
-        raise StoreError(f"no store at {display_path(store_path)}; run 'sotakg build' first")
-    return (generation / DATABASE).resolve()
+    # Held for this process's lifetime, so a build meanwhile cannot remove it under the query.
+    return hold_current(StoreLayout(store_path)) / DATABASE
 
 
 def open_graph(data_dir: Path, store_path: Path, data: DataRead | None = None, rebuild: bool = True) -> Store:

@@ -13,7 +13,7 @@ from ..records.schema import KINDS, REGISTRY_ID, Anthology, Record
 from . import vocab as v
 
 _IRI_CACHE: dict[str, NamedNode] = {}
-MENTIONED_ID = re.compile(r"\b(?:SOTA|LIT|ADR)-\d+\b")
+MENTIONED_ID = re.compile(r"\b(?:SOTA|LIT|ADR)-[0-9]+\b")
 
 
 def iri(value: str) -> NamedNode:
@@ -44,9 +44,13 @@ def record_subject(record: Record) -> str:
     return v.record_iri(record.id)
 
 
-def record_node(record: Record) -> NamedNode:
-    """The IRI of a record's subject, as a pyoxigraph term."""
-    return iri(record_subject(record))
+#: A status that can be the local name of an ontology IRI; any other text stays a literal, which
+#: the practice-status and adr-status rules then report on that record (it is never spliced into an IRI).
+STATUS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
+def _status(value: str) -> str | Lit:
+    return v.status_iri(value) if STATUS_NAME.fullmatch(value) else Lit(value)
 
 
 def _integer(value: int) -> Lit:
@@ -77,7 +81,7 @@ def record_statements(record: Record) -> Iterator[Statement]:
         yield from lit(v.TITLE, "title")
         yield from lit(v.SUMMARY, "summary")
         if "status" in f:
-            yield s, v.HAS_STATUS, v.status_iri(f["status"])
+            yield s, v.HAS_STATUS, _status(f["status"])
         yield from lit(v.REJECTION_REASON, "reason")
         yield from refs(v.REASON_NAMES, "reason_names")
         # Derived from the text, never read back: lets a rule check the text against reason_names.
@@ -113,7 +117,7 @@ def record_statements(record: Record) -> Iterator[Statement]:
         yield s, v.IDENTIFIER, Lit(record.id)
         yield from lit(v.TITLE, "title")
         if "status" in f:
-            yield s, v.HAS_STATUS, v.status_iri(f["status"])
+            yield s, v.HAS_STATUS, _status(f["status"])
         yield from lit(v.SUMMARY, "summary")
         yield from refs(v.REPLACES, "supersedes")
         if "superseded_by" in f:
@@ -141,13 +145,7 @@ def record_statements(record: Record) -> Iterator[Statement]:
 def record_triples(record: Record) -> Iterator[Triple]:
     """The statements of one record as pyoxigraph triples."""
     for subject, predicate, obj in record_statements(record):
-        if isinstance(obj, Lit):
-            term: NamedNode | Literal = (
-                Literal(obj.value) if obj.datatype is None else Literal(obj.value, datatype=iri(obj.datatype))
-            )
-        else:
-            term = iri(obj)
-        yield Triple(iri(subject), iri(predicate), term)
+        yield Triple(iri(subject), iri(predicate), _term(obj))
 
 
 def anthology_triples(anthology: Anthology) -> Iterator[Triple]:
@@ -162,24 +160,29 @@ def as_quads(triples: Iterable[Triple]) -> Iterator[Quad]:
         yield Quad(triple.subject, triple.predicate, triple.object)
 
 
-_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
+def _term(obj: str | Lit) -> NamedNode | Literal:
+    if isinstance(obj, Lit):
+        return Literal(obj.value) if obj.datatype is None else Literal(obj.value, datatype=iri(obj.datatype))
+    return iri(obj)
+
+
+def anthology_quads(anthology: Anthology) -> Iterator[Quad]:
+    """Every statement of every record as pyoxigraph quads in the default graph, for a bulk load.
+
+    Each IRI is a NamedNode (pyoxigraph checks it) made from an identifier already checked against
+    its exact pattern, each value a Literal: no statement is ever assembled as text, so no value can
+    add a statement of its own."""
+    for record in anthology.records:
+        for subject, predicate, obj in record_statements(record):
+            yield Quad(iri(subject), iri(predicate), _term(obj))
 
 
 def anthology_ntriples(anthology: Anthology) -> bytes:
-    """Every statement of every record as N-Triples, the fastest way into a bulk load."""
-    lines: list[str] = []
-    append = lines.append
-    for record in anthology.records:
-        for subject, predicate, obj in record_statements(record):
-            if isinstance(obj, Lit):
-                text = obj.value.translate(_ESCAPES)
-                if obj.datatype is None:
-                    append(f'<{subject}> <{predicate}> "{text}" .\n')
-                else:
-                    append(f'<{subject}> <{predicate}> "{text}"^^<{obj.datatype}> .\n')
-            else:
-                append(f"<{subject}> <{predicate}> <{obj}> .\n")
-    return "".join(lines).encode("utf-8")
+    """Every statement of every record as N-Triples, written by pyoxigraph's serializer from the
+    terms (which escapes every value): never assembled as text, so no value can add a statement."""
+    from pyoxigraph import RdfFormat, serialize
+
+    return serialize(anthology_triples(anthology), format=RdfFormat.N_TRIPLES) or b""
 
 
 # ------------------------------------------------------------------------------------ RDF -> records

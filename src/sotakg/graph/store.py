@@ -15,7 +15,9 @@ import hashlib
 import json
 import marshal
 import os
+import re
 import shutil
+import stat
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -28,12 +30,13 @@ from .. import __version__
 from ..errors import StoreBusy, StoreError
 from ..records.sources import (
     FOLDER_KINDS,
-    REGISTRY_FILE,
     SourceFile,
     atomic_write_text,
     display_path,
+    link_refusal,
     max_file_bytes,
     read_bounded,
+    scan_sources,
 )
 from ..resources import ontology_path
 
@@ -47,6 +50,63 @@ GENERATION_MARK = ".gen-"
 LINK_MARK = ".link-"
 
 
+#: A file sotakg writes into every generation it makes, holding the directory's device and inode: a
+#: folder that merely has a generation's name (committed to a checkout, say) is not one.
+GENERATION_MARKER = "sotakg-generation.json"
+TRASH_MARK = ".del-"
+_TOKEN = r"[0-9a-f]{1,32}-[0-9]{1,10}"
+
+
+def _no_follow_open(path: Path, flags: int) -> int:
+    """Open ``path`` without following a symbolic link at its last component (O_NOFOLLOW)."""
+    return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+
+def _real_directory(path: Path) -> os.stat_result | None:
+    """The lstat of ``path`` when it is a directory and not a link, else None."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info if stat.S_ISDIR(info.st_mode) else None
+
+
+def write_generation_marker(generation: Path) -> None:
+    """Mark a freshly made generation directory as sotakg's own (created exclusively, never followed)."""
+    info = os.lstat(generation)
+    marker = json.dumps({"sotakg": "generation", "dev": info.st_dev, "ino": info.st_ino}).encode()
+    fd = _no_follow_open(generation / GENERATION_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        os.write(fd, marker)
+    finally:
+        os.close(fd)
+
+
+def is_own_generation(path: Path) -> bool:
+    """Whether ``path`` is a real directory (not a link) holding the marker sotakg wrote into it."""
+    info = _real_directory(path)
+    if info is None:
+        return False
+    try:
+        fd = _no_follow_open(path / GENERATION_MARKER, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        marker = json.loads(os.read(fd, 4096))
+    except (OSError, ValueError):
+        return False
+    finally:
+        os.close(fd)
+    return (
+        isinstance(marker, dict)
+        and marker.get("sotakg") == "generation"
+        and marker.get("dev") == info.st_dev
+        and marker.get("ino") == info.st_ino
+    )
+
+
 @dataclass(frozen=True)
 class StoreLayout:
     """Where a store's link, generations and lock live."""
@@ -57,46 +117,120 @@ class StoreLayout:
     def lock_path(self) -> Path:
         return self.path.with_name(self.path.name + ".lock")
 
+    def _name_pattern(self, mark: str) -> re.Pattern[str]:
+        return re.compile(re.escape(self.path.name + mark) + _TOKEN)
+
+    def is_generation_name(self, name: str) -> bool:
+        """Whether ``name`` is what new_generation calls a generation of this store."""
+        return self._name_pattern(GENERATION_MARK).fullmatch(name) is not None
+
     def new_generation(self) -> Path:
-        return self.path.with_name(f"{self.path.name}{GENERATION_MARK}{time.time_ns():x}-{os.getpid()}")
+        """A fresh, unpredictable generation name beside the link (not created yet)."""
+        token = f"{time.time_ns() ^ int.from_bytes(os.urandom(6), 'big'):x}"
+        return self.path.with_name(f"{self.path.name}{GENERATION_MARK}{token}-{os.getpid()}")
+
+    def check_folder(self) -> None:
+        """Refuse a store folder that is a symbolic link: the store would then live wherever it points."""
+        parent = self.path.parent
+        if parent.is_symlink():
+            raise StoreError(
+                f"the store folder {display_path(parent)} is a symbolic link, and sotakg does not follow it; "
+                f"remove the link (rm {display_path(parent)}) or pass another --store"
+            )
 
     def current_generation(self) -> Path | None:
-        """The generation the link points to, or None when there is no store yet."""
+        """The generation the link points to, or None when there is no store yet (or the link dangles).
+
+        The link must name a generation of this store beside it, and that generation must carry the
+        marker sotakg wrote; any other link (absolute, ``..``, another folder, a foreign directory)
+        is refused with a StoreError, so nothing it points to is ever opened or removed."""
+        self.check_folder()
         if not self.path.is_symlink():
             if self.path.exists():
                 raise StoreError(
                     f"{display_path(self.path)} exists but is not a sotakg store; move it away or pass another --store"
                 )
             return None
-        target = self.path.parent / os.readlink(self.path)
-        return target if target.is_dir() else None
+        target = os.readlink(self.path)
+        for _ in range(100):
+            # A build may swap the link and remove what it pointed to between our two looks: read it again.
+            generation = self.path.parent / target
+            if os.path.lexists(generation):
+                break
+            again = os.readlink(self.path) if self.path.is_symlink() else None
+            if again == target or again is None:
+                break
+            target = again
+        shown = target if len(target) <= 80 else target[:77] + "..."
+        refusal = (
+            f"{display_path(self.path)} is a link to {shown!r}, which is not a store generation sotakg made; "
+            f"sotakg removes nothing there. Remove the link (rm {display_path(self.path)}) and run 'sotakg build'"
+        )
+        if "/" in target or not self.is_generation_name(target):
+            raise StoreError(refusal)
+        generation = self.path.parent / target
+        if not os.path.lexists(generation):
+            return None
+        if not is_own_generation(generation):
+            raise StoreError(refusal)
+        return generation
 
     def leftovers(self) -> list[Path]:
-        """Generations and half-made links that no link points to (from killed builds)."""
+        """What killed builds left beside the link: unused generations sotakg marked, half-made links,
+        and half-removed generations. Anything else, whatever its name, is not touched."""
         current = self.current_generation()
-        found = []
-        if not self.path.parent.is_dir():
+        found: list[Path] = []
+        if _real_directory(self.path.parent) is None:
             return []
+        generations = self._name_pattern(GENERATION_MARK)
+        # Only links are unlinked here (never what they point to), so any link of that name goes.
+        links = re.compile(re.escape(self.path.name + LINK_MARK) + r"[0-9a-f-]{1,64}")
+        trash = self._name_pattern(TRASH_MARK)
         for entry in self.path.parent.iterdir():
             name = entry.name
-            if not name.startswith(self.path.name):
-                continue
-            rest = name[len(self.path.name) :]
-            if not rest.startswith((GENERATION_MARK, LINK_MARK)):
-                continue
-            if current is not None and entry.resolve() == current.resolve():
-                continue
-            if entry.is_dir() and not entry.is_symlink() and generation_in_use(entry):
-                continue
-            found.append(entry)
+            if links.fullmatch(name):
+                if entry.is_symlink():
+                    found.append(entry)
+            elif generations.fullmatch(name) or trash.fullmatch(name):
+                if current is not None and name == current.name:
+                    continue
+                if not is_own_generation(entry) and not _empty_directory(entry):
+                    continue
+                if generation_in_use(entry):
+                    continue
+                found.append(entry)
         return found
+
+
+def _empty_directory(path: Path) -> bool:
+    if _real_directory(path) is None:
+        return False
+    try:
+        return not any(os.scandir(path))
+    except OSError:
+        return False
 
 
 @contextmanager
 def build_lock(layout: StoreLayout, wait_seconds: float = 0.0) -> Iterator[None]:
     """Hold the store's build lock; raise StoreBusy if another process holds it past ``wait_seconds``."""
+    layout.check_folder()
     layout.path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(layout.lock_path, "a+")
+    problem = "not a regular file"
+    try:
+        # Never through a link: a committed store.lock linking elsewhere must not be truncated.
+        fd = _no_follow_open(layout.lock_path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK)
+    except OSError as error:
+        fd, problem = -1, str(error.strerror)
+    if fd >= 0 and not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        fd = -1
+    if fd < 0:
+        raise StoreError(
+            f"cannot use {display_path(layout.lock_path)} as the build lock ({problem}); "
+            f"remove it and run the command again"
+        )
+    handle = os.fdopen(fd, "a+")
     try:
         deadline = time.monotonic() + wait_seconds
         while True:
@@ -123,12 +257,58 @@ def build_lock(layout: StoreLayout, wait_seconds: float = 0.0) -> Iterator[None]
         handle.close()
 
 
-def remove_path(path: Path) -> None:
-    """Remove a file, link or directory tree; missing is fine."""
-    if path.is_symlink() or path.is_file():
+def remove_leftover(layout: StoreLayout, path: Path) -> None:
+    """Remove one of ``layout.leftovers()``: a half-made link, or a generation sotakg marked."""
+    if path.is_symlink():
         path.unlink(missing_ok=True)
-    elif path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
+    else:
+        remove_generation(layout, path)
+
+
+def remove_generation(layout: StoreLayout, generation: Path) -> bool:
+    """Remove a generation sotakg made, unless a reader holds it; True if removed.
+
+    Only a directory beside the link, named as a generation (or a half-removed one) and carrying
+    sotakg's marker is removed (an empty one left by a build killed before it wrote its marker too).
+    The readers' lock is held exclusively from the check to the rename out of the way, so a reader
+    either holds the generation before (and it stays) or finds it gone (and opens the new one)."""
+    if generation.parent != layout.path.parent or _real_directory(generation) is None:
+        return False
+    if _empty_directory(generation):
+        with contextlib.suppress(OSError):
+            generation.rmdir()
+        return True
+    if not is_own_generation(generation):
+        return False
+    try:
+        handle = os.fdopen(_no_follow_open(generation / READERS_LOCK, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK), "a+")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a reader holds it: a later build removes it
+        if layout._name_pattern(GENERATION_MARK).fullmatch(generation.name):
+            trash = generation.with_name(generation.name.replace(GENERATION_MARK, TRASH_MARK, 1))
+            try:
+                os.rename(generation, trash)
+            except OSError:
+                return False
+            generation = trash
+    # The marker goes last, so a removal cut short leaves a folder still recognisably sotakg's.
+    for entry in os.scandir(generation):
+        if entry.name == GENERATION_MARKER:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+    with contextlib.suppress(OSError):
+        os.unlink(generation / GENERATION_MARKER)
+        generation.rmdir()
+    return True
 
 
 class InterruptGuard:
@@ -211,8 +391,9 @@ class DataSnapshot:
 
     @cached_property
     def sources(self) -> list[SourceFile]:
-        """The files as scan_sources lists them (made when needed: a no-change command never does)."""
-        return sources_of(self.data_dir, self.stats)
+        """The files as scan_sources lists them, with its refusals (links out of the data folder,
+        folders named like records, ...), made when needed: a no-change command never does."""
+        return scan_sources(self.data_dir) if self.data_dir.is_dir() else []
 
     def file_rows(self) -> list[tuple[str, int, int, int, int, str]]:
         """One (path, size, mtime_ns, inode, ctime_ns, hash) row a file, for the source table."""
@@ -231,8 +412,8 @@ class DataSnapshot:
 def scan_data(data_dir: Path) -> tuple[list[SourceFile], dict[str, FileStat]]:
     """The record files of ``data_dir`` as ``scan_sources`` lists them, with each file's FileStat."""
     stats = scan_stats(data_dir)
-    sources = sources_of(data_dir, stats)
-    return sources, {source.relative: stats[source.relative] for source in sources}
+    sources = scan_sources(data_dir)
+    return sources, {source.relative: stats[source.relative] for source in sources if source.relative in stats}
 
 
 def scan_stats(data_dir: Path) -> dict[str, FileStat]:
@@ -245,19 +426,26 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
         try:
             base = relative + "/" if relative else ""
             # In the folder's own order (stable while the folder does not change; a change of the
-            # order changes the digest, which only costs a check): sources_of sorts.
+            # order changes the digest, which only costs a check).
             for entry in os.scandir(descriptor):
                 name = entry.name
                 if name[0] == ".":
                     continue
-                if entry.is_dir(follow_symlinks=False):
+                is_record_name = name.endswith((".yaml", ".yml"))
+                if not relative and name in FOLDER_KINDS and not entry.is_dir(follow_symlinks=False):
+                    # A record folder that is a file or a link: listed, so that a change of it is seen
+                    # and the build names it (scan_sources refuses it).
+                    info = entry.stat(follow_symlinks=False)
+                    stats[name] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+                    continue
+                if entry.is_dir(follow_symlinks=False) and not is_record_name:
                     try:
                         inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=descriptor)
                     except OSError:
                         continue
                     walk(inner, base + name)
                     continue
-                if not name.endswith((".yaml", ".yml")):
+                if not is_record_name:
                     continue
                 try:
                     info = entry.stat()
@@ -275,28 +463,6 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
         return stats
     walk(root, "")
     return stats
-
-
-def sources_of(data_dir: Path, stats: dict[str, FileStat]) -> list[SourceFile]:
-    """The SourceFile of each scanned file, as scan_sources makes it, in its order (each folder's
-    entries by name, a subfolder's files at the subfolder's place)."""
-    root = str(data_dir)
-    shown_root = display_path(data_dir)
-    prefix = "" if shown_root == "." else shown_root + "/"
-    found = []
-    for rel in sorted(stats, key=_path_parts):
-        size, mtime_ns, _inode, _ctime = stats[rel]
-        folder, _slash, name = rel.rpartition("/")
-        if not folder:
-            kind = "registry" if name == REGISTRY_FILE else None
-        else:
-            kind = FOLDER_KINDS.get(folder) if "/" not in folder else None
-        found.append(SourceFile(os.path.join(root, rel), rel, prefix + rel, kind, size, mtime_ns))
-    return found
-
-
-def _path_parts(rel: str) -> list[str]:
-    return rel.split("/")
 
 
 def _stat_digest(stats: dict[str, FileStat]) -> str:
@@ -361,15 +527,19 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
     contents: dict[str, bytes] = {}
     limit = max_file_bytes()
     root = str(data_dir)
-    for rel, stat in stats.items():
+    for rel, file_stat in stats.items():
         cached = table.get(rel)
-        if cached is not None and cached[:4] == stat and rel not in racy:
+        if cached is not None and cached[:4] == file_stat and rel not in racy:
             hashes[rel] = cached[4]
+            continue
+        refusal = link_refusal(data_dir, rel)
+        if refusal is not None:  # never opened: the build reports it, naming the file
+            hashes[rel] = f"refused:{refusal}"
             continue
         try:
             data = read_bounded(os.path.join(root, rel), limit)
         except OSError:  # too large, not a file, unreadable: the build reports it, naming the file
-            hashes[rel] = "unread:{}:{}:{}:{}".format(*stat)
+            hashes[rel] = "unread:{}:{}:{}:{}".format(*file_stat)
             continue
         contents[rel] = data
         hashes[rel] = hashlib.sha256(data).hexdigest()
@@ -405,11 +575,12 @@ def fingerprint(data_dir: Path, hashes: dict[str, str]) -> str:
 
 
 def read_manifest(generation: Path | None) -> dict[str, Any]:
-    """What the build of ``generation`` recorded: fingerprint, stat digest, counts, triples."""
+    """What the build of ``generation`` recorded (fingerprint, stat digest, counts, triples, lineage).
+    Missing or unreadable (a link, a FIFO, not JSON) is an empty record: the store is then rebuilt."""
     if generation is None:
         return {}
     try:
-        manifest = json.loads((generation / MANIFEST).read_text())
+        manifest = json.loads(read_bounded(generation / MANIFEST, 1 << 30))
     except (OSError, ValueError):
         return {}
     return manifest if isinstance(manifest, dict) else {}
@@ -578,46 +749,62 @@ READERS_LOCK = "readers.lock"
 _held_reader_locks: dict[Path, Any] = {}
 
 
-def hold_generation(generation: Path) -> None:
+def hold_generation(generation: Path) -> bool:
     """Mark ``generation`` as in use by this process (until it exits), so no build deletes it.
 
-    A build swaps in a new generation and then deletes the old one only if no reader holds it;
-    otherwise a later build deletes it once its readers are gone.
-    """
+    True when it is held and still in place; False when it was removed meanwhile (the caller reads
+    the link again). A build removes a generation only under an exclusive lock on the same file, and
+    moves it away before releasing that lock, so a shared lock here and the marker found afterwards
+    mean the generation stays whole for as long as this process lives."""
     if generation in _held_reader_locks:
-        return
+        return True
     try:
-        handle = open(generation / READERS_LOCK, "a+")
+        handle = os.fdopen(_no_follow_open(generation / READERS_LOCK, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK), "a+")
+    except FileNotFoundError:
+        return False
     except OSError:  # a read-only checkout: nobody can build there either, so nothing to guard against
-        return
+        return is_own_generation(generation)
     fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+    if not is_own_generation(generation):
+        handle.close()
+        return False
     _held_reader_locks[generation] = handle
+    return True
 
 
 def generation_in_use(generation: Path) -> bool:
     """Whether some process holds ``generation`` open for reading."""
-    lock = generation / READERS_LOCK
-    if not lock.exists():
+    try:
+        fd = _no_follow_open(generation / READERS_LOCK, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
         return False
-    with open(lock, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
     return False
 
 
+def hold_current(layout: StoreLayout) -> Path:
+    """The current generation, held for this process (see hold_generation); StoreError if none."""
+    for _ in range(100):  # each retry means a build swapped the link meanwhile: it settles at once
+        generation = layout.current_generation()
+        if generation is None:
+            raise StoreError(f"no store at {display_path(layout.path)}; run 'sotakg build' first")
+        generation = Path(os.path.abspath(generation))
+        if hold_generation(generation):
+            return generation
+    raise StoreError(f"the store at {display_path(layout.path)} kept changing while it was opened; try again")
+
+
 def open_read_only(layout: StoreLayout) -> Store:
-    """Open the current generation read-only (several readers and a builder may run at once)."""
+    """Open the current generation read-only and hold it (several readers and a builder may run at once)."""
     from pyoxigraph import Store
 
-    generation = layout.current_generation()
-    if generation is None:
-        raise StoreError(f"no store at {display_path(layout.path)}; run 'sotakg build' first")
-    generation = generation.resolve()
+    generation = hold_current(layout)
     try:
-        hold_generation(generation)
         return Store.read_only(str(generation / DATABASE))
     except OSError as error:
         raise StoreError(f"cannot open the store at {display_path(layout.path)}: {error}") from None

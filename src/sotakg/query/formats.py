@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ExportError, UsageProblem
-from ..records.schema import atomic_write_text
+from ..records.sources import SourceTooLarge, atomic_write_text, display_path, read_bounded
 
 if TYPE_CHECKING:
     from pyoxigraph import RdfFormat
@@ -23,14 +23,6 @@ RDF_FORMATS: dict[str, tuple[str, ...]] = {
     "jsonld": ("jsonld", "json-ld", "json"),
     "rdfxml": ("rdf", "xml", "owl", "rdfxml", "rdf-xml"),
 }
-
-
-def rdf_format_names() -> list[str]:
-    """Every name --format accepts for RDF, canonical names first."""
-    names = list(RDF_FORMATS)
-    for aliases in RDF_FORMATS.values():
-        names += [a for a in aliases if a not in names]
-    return names
 
 
 def resolve_rdf_format(name: str | None, output: Path | None) -> str:
@@ -71,7 +63,10 @@ def write_output(content: str | bytes, output: Path | None) -> None:
             sys.stdout.write(content)
         return
     text = content.decode("utf-8") if isinstance(content, bytes) else content
-    atomic_write_text(output, text)
+    try:
+        atomic_write_text(output, text)
+    except OSError as error:
+        raise ExportError(f"cannot write {display_path(output)}: {error.strerror or error}") from None
 
 
 @dataclass
@@ -84,8 +79,6 @@ class WriteReport:
     removed: list[str] = field(default_factory=list)
 
     def summary(self, folder: Path) -> str:
-        from ..records.schema import display_path
-
         def files(names: list[str]) -> str:
             return f"{len(names)} file{'s' if len(names) != 1 else ''}"
 
@@ -97,8 +90,12 @@ def write_if_changed(path: Path, text: str) -> bool:
     """Write ``text`` to ``path`` atomically unless the file already holds it; True if written. A file
     left as it is keeps its modification time, so a rebuild from unchanged data changes no file."""
     try:
-        if path.read_bytes() == text.encode("utf-8"):
+        # Only a regular file is compared (never read through a link, never a FIFO): anything else is
+        # replaced, or refused by atomic_write_text.
+        if path.is_file() and not path.is_symlink() and read_bounded(path, len(text) * 4 + 4) == text.encode("utf-8"):
             return False
+    except SourceTooLarge:
+        pass
     except FileNotFoundError:
         pass
     except OSError as error:
@@ -106,7 +103,7 @@ def write_if_changed(path: Path, text: str) -> bool:
     try:
         atomic_write_text(path, text)
     except OSError as error:
-        raise ExportError(f"cannot write {path}: {error}") from None
+        raise ExportError(f"cannot write {display_path(path)}: {error.strerror or error}") from None
     return True
 
 
@@ -116,6 +113,12 @@ def write_files(folder: Path, files: Mapping[str, str]) -> WriteReport:
         raise ExportError(f"{folder} exists and is not a folder")
     report = WriteReport()
     for name in sorted(files):
+        # The folder is the user's choice; a link below it (committed to a checkout, say) is not.
+        parent = (folder / name).parent
+        while parent != folder and folder in parent.parents:
+            if parent.is_symlink():
+                raise ExportError(f"{display_path(parent)} is a link; sotakg does not write through it: remove it")
+            parent = parent.parent
         changed = write_if_changed(folder / name, files[name])
         (report.written if changed else report.unchanged).append(name)
     return report

@@ -19,7 +19,8 @@ _IMPLICIT_FIRST_CHARS = frozenset(k for k in _RESOLVER.yaml_implicit_resolvers i
 _KEY_LINE = re.compile(r"([a-z_]+): (.*)")
 _PLAIN = re.compile(r"[A-Za-z0-9(][^\t#]*")
 _FLOW_ITEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+# Longer numbers are the full reader's to refuse (Python will not even convert thousands of digits).
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]{0,17})")
 # Characters the YAML reader refuses or reads as line breaks: leave those files to the full reader.
 _NOT_PLAIN_TEXT = re.compile("[^\x0a\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _STR = "tag:yaml.org,2002:str"

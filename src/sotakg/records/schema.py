@@ -8,7 +8,7 @@ never recurses, and keeps the line of every field for error messages and validat
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,16 @@ MAX_DEPTH = 32
 #: Bounds that keep a typo from blowing up the compiled graph (a version makes one node per version).
 HIGHEST = {"version": 1000, "year": 9999, "declared_size": 10**9}
 
-IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: ASCII only, matched whole (``fullmatch``: a ``$`` would let a trailing newline through into an IRI).
+IDENTIFIER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: How an integer field must be written: plain ASCII decimal (no 0x, 0o, 0b, 1_000, 33:40 sexagesimal).
+DECIMAL_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+#: The lowest value of each bounded integer field.
+LOWEST = {"version": 0, "year": -9999, "declared_size": 0}
+#: Control characters a text field may not hold (tab and newline are text).
+CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: How much of an offending value a message quotes.
+QUOTE_LIMIT = 80
 DECLARED_ID_RE = re.compile(r"^id:[ \t]*['\"]?([A-Za-z0-9][A-Za-z0-9._-]*)", re.M)
 
 
@@ -203,6 +212,21 @@ def decode(data: bytes) -> str:
         raise SourceRefusal(line, f"not UTF-8 (byte 0x{data[error.start]:02x}); save the file as UTF-8") from None
 
 
+def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` cut to about ``limit`` characters for a message (a data file's content goes into CI
+    logs: never quote much of it)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def quoted(value: Any) -> str:
+    """``repr`` of a value, at most about QUOTE_LIMIT characters."""
+    return shorten(repr(value))
+
+
+class YamlDate(str):
+    """A plain scalar YAML 1.1 reads as a date or time: kept as its text, refused in a text field."""
+
+
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _RESOLVER = yaml.resolver.Resolver()
 
@@ -210,8 +234,16 @@ _RESOLVER = yaml.resolver.Resolver()
 def _scalar_value(event: yaml.ScalarEvent) -> Any:
     if event.implicit[0]:
         tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
-        if tag in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"):
+        if tag == "tag:yaml.org,2002:timestamp":
+            return YamlDate(event.value)
+        if tag in ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"):
             return event.value
+        if tag == "tag:yaml.org,2002:int" and len(event.value) > 40:
+            # Python refuses to convert integers of thousands of digits: no record has one anyway.
+            raise SourceRefusal(
+                event.start_mark.line + 1 if event.start_mark is not None else None,
+                f"the number {shorten(event.value, 24)} has {len(event.value)} characters; no field takes one so large",
+            )
         return _CONSTRUCTOR.construct_object(yaml.ScalarNode(tag, event.value))
     return event.value
 
@@ -262,7 +294,7 @@ def parse_yaml_mapping(text: str) -> tuple[dict[str, Any], dict[str, int], dict[
                 first = key_lines[-1][key]
                 raise SourceRefusal(
                     line_of(event),
-                    f"duplicate key '{key}' (first on line {first}); keep one of them",
+                    f"duplicate key '{shorten(key)}' (first on line {first}); keep one of them",
                 )
             key_lines[-1][key] = line_of(event)
             stack[-1] = (container, key)
@@ -362,39 +394,59 @@ def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
     if isinstance(value, (int, float)):
-        return f"the number {value}"
+        return f"the number {shorten(str(value), 24)}"
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return f"the text {value!r}"
+    if isinstance(value, YamlDate):
+        return f"the date {quoted(str(value))}"
+    return f"the text {quoted(value)}"
 
 
 def _check_field(spec: FieldSpec, value: Any, text: str | None) -> str | None:
     """Return why ``value`` does not fit ``spec``, or None."""
     if spec.type in ("str", "id"):
-        if isinstance(value, str):
-            if spec.type == "id" and not IDENTIFIER_RE.match(value):
-                return f"'{spec.name}' must be an identifier (letters, digits, '.', '_', '-'), got {value!r}"
+        if isinstance(value, str) and not (spec.type == "str" and isinstance(value, YamlDate)):
+            if spec.type == "id" and not IDENTIFIER_RE.fullmatch(value):
+                return (
+                    f"'{spec.name}' must be an identifier (ASCII letters, digits, '.', '_', '-'; at most 128), "
+                    f"got {quoted(value)}"
+                )
             if spec.type == "str" and not value.strip():
                 return f"'{spec.name}' is empty; give a value or leave the field out"
+            control = CONTROL_RE.search(value)
+            if control is not None:
+                return (
+                    f"'{spec.name}' holds the control character U+{ord(control[0]):04X} "
+                    f"(only tab and newline are text); remove it"
+                )
             return None
         hint = ""
         if text is not None and not isinstance(value, (dict, list)):
-            hint = f'; YAML reads {text} as {_describe(value)}: quote it, {spec.name}: "{text}"'
+            shown = shorten(text, 40)
+            hint = f'; YAML reads {shown} as {_describe(value)}: quote it, {spec.name}: "{shown}"'
         return f"'{spec.name}' must be text, got {_describe(value)}{hint}"
     if spec.type == "int":
         if not isinstance(value, int) or isinstance(value, bool):
             return f"'{spec.name}' must be a whole number, got {_describe(value)}"
+        if text is not None and not DECIMAL_RE.fullmatch(text):
+            return (
+                f"'{spec.name}' must be written as a plain decimal number, got {shorten(text, 40)} "
+                f"(YAML 1.1 reads that as {shorten(str(value), 24)}); write the digits 0-9 only"
+            )
         highest = HIGHEST.get(spec.name)
         if highest is not None and value > highest:
-            return f"'{spec.name}' is {value}, more than any real record has (at most {highest})"
+            return f"'{spec.name}' is {shorten(str(value), 24)}, more than any real record has (at most {highest})"
+        lowest = LOWEST.get(spec.name)
+        if lowest is not None and value < lowest:
+            return f"'{spec.name}' is {shorten(str(value), 24)}, less than any real record has (at least {lowest})"
         return None
     if spec.type == "ids":
         if not isinstance(value, list):
             return f"'{spec.name}' must be a list of identifiers ([LIT-016, ...]), got {_describe(value)}"
         for item in value:
-            if not isinstance(item, str) or not IDENTIFIER_RE.match(item):
+            if not isinstance(item, str) or not IDENTIFIER_RE.fullmatch(item):
                 return f"'{spec.name}' must list identifiers such as LIT-016, got {_describe(item)}"
         if len(set(value)) != len(value):
             return f"'{spec.name}' lists the same identifier twice"
@@ -407,7 +459,7 @@ def read_record(path: Path, kind: str, shown: str | None = None, data: bytes | N
 
     Raises DataError naming the file, line and record."""
     shown = shown or display_path(path)
-    fallback_id = path.stem if kind != "registry" else REGISTRY_ID
+    fallback_id = shorten(path.stem, 40) if kind != "registry" else REGISTRY_ID
     try:
         if data is None:
             data = read_bounded(path, max_file_bytes())
@@ -441,14 +493,17 @@ def check_record(
     lines = lines or {}
     texts = texts or {}
     record_id = values.get("id") if kind != "registry" else REGISTRY_ID
-    label = record_id if isinstance(record_id, str) else Path(shown).stem
+    stem = shorten(Path(shown).stem, 40)
+    label = record_id if isinstance(record_id, str) and IDENTIFIER_RE.fullmatch(record_id) else stem
     problems: list[Problem] = []
     for name, value in values.items():
         field_spec = spec.field(name)
         if field_spec is None:
             known = ", ".join(f.name for f in spec.fields)
             problems.append(
-                Problem(shown, lines.get(name, start), label, f"unknown field '{name}'; a {kind} has: {known}")
+                Problem(
+                    shown, lines.get(name, start), label, f"unknown field '{shorten(name, 40)}'; a {kind} has: {known}"
+                )
             )
             continue
         why = _check_field(field_spec, value, texts.get(name))
@@ -461,12 +516,6 @@ def check_record(
         raise DataError(problems)
     ordered = {f.name: values[f.name] for f in spec.fields if f.name in values}
     return Record(kind, str(label), ordered, shown, lines.get("id", start), dict(lines))
-
-
-def record_files(data_dir: Path) -> Iterator[tuple[Path, str | None]]:
-    """Every YAML file of a data folder with the kind its folder implies (None: not a known folder)."""
-    for source in scan_sources(data_dir):
-        yield Path(source.path), source.kind
 
 
 def load_anthology(
@@ -484,22 +533,46 @@ def load_anthology(
     problems: list[Problem] = []
     records: list[Record] = []
     for source in sources if sources is not None else scan_sources(data_dir):
-        if source.kind is None:
-            folders = ", ".join(sorted(FOLDER_KINDS))
-            stem = Path(source.relative).stem
-            problems.append(
-                Problem(source.shown, None, stem, f"not in a record folder; move it into one of: {folders}")
-            )
-            continue
-        data = contents.get(source.relative) if contents is not None else None
-        try:
-            records.append(read_record(Path(source.path), source.kind, source.shown, data))
-        except DataError as error:
-            problems.extend(error.problems)
+        record, found = read_source(source, contents)
+        problems.extend(found)
+        if record is not None:
+            records.append(record)  # even when misnamed, so that a duplicate id is reported too
     problems.extend(_duplicate_problems(records))
     if problems:
         raise DataError(problems)
     return Anthology(records)
+
+
+def read_source(source: SourceFile, contents: dict[str, bytes] | None = None) -> tuple[Record | None, list[Problem]]:
+    """One listed file as load_anthology reads it: its record (None when it cannot be read) and its
+    problems (a refusal, a file outside the record folders, what read_record finds, a misnamed file)."""
+    if source.refusal is not None:
+        return None, [Problem(source.shown, None, shorten(Path(source.relative).stem, 40), source.refusal)]
+    if source.kind is None:
+        folders = ", ".join(sorted(FOLDER_KINDS))
+        stem = shorten(Path(source.relative).stem, 40)
+        return None, [Problem(source.shown, None, stem, f"not in a record folder; move it into one of: {folders}")]
+    data = contents.get(source.relative) if contents is not None else None
+    try:
+        record = read_record(Path(source.path), source.kind, source.shown, data)
+    except DataError as error:
+        return None, list(error.problems)
+    misnamed = file_name_problem(source, record)
+    return record, [] if misnamed is None else [misnamed]
+
+
+def file_name_problem(source: SourceFile, record: Record) -> Problem | None:
+    """The problem of a record file not named after the id it holds (the registry has no id), or None."""
+    stem, suffix = Path(source.relative).stem, Path(source.relative).suffix
+    if record.kind == "registry" or stem == record.id:
+        return None
+    return Problem(
+        record.file,
+        record.line,
+        record.id,
+        f"the file is named {shorten(stem, 40)}{suffix} but holds id {record.id}; "
+        f"rename the file to {record.id}{suffix} or fix 'id'",
+    )
 
 
 def _duplicate_problems(records: Iterable[Record]) -> list[Problem]:

@@ -3,7 +3,10 @@ freshness check, and free of the YAML parser's import cost)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import secrets
 import stat
 from operator import attrgetter
 from pathlib import Path
@@ -33,7 +36,8 @@ def max_file_bytes() -> int:
 
 class SourceFile(NamedTuple):
     """One YAML file of a data folder: where it is, the kind its folder implies (None: no record
-    folder), and its size and modification time."""
+    folder), its size and modification time, and why it is refused without being opened (a link
+    leading out of the data folder, a folder named like a record, ...), or None."""
 
     path: str
     relative: str
@@ -41,16 +45,49 @@ class SourceFile(NamedTuple):
     kind: str | None
     size: int
     mtime_ns: int
+    refusal: str | None = None
 
 
 _by_name = attrgetter("name")
+OUTSIDE = "a link to something outside the data folder; sotakg opens nothing there: replace the link with the file"
+DANGLING = "a link to nothing (its target is missing); remove the link or restore its target"
+
+
+def _inside(path: str, root: str) -> bool:
+    return path.startswith(root + os.sep)
+
+
+def link_refusal(data_dir: Path, relative: str) -> str | None:
+    """Why the file ``relative`` of ``data_dir`` must not be opened (a link leading out of the data
+    folder, or to nothing), or None: the rule ``scan_sources`` applies, for one file."""
+    path = os.path.join(data_dir, relative)
+    if not os.path.lexists(path):
+        return None
+    real = os.path.realpath(path)
+    if not os.path.exists(real):
+        return DANGLING
+    if not _inside(real, os.path.realpath(data_dir)):
+        return OUTSIDE
+    return None
 
 
 def scan_sources(data_dir: Path) -> list[SourceFile]:
-    """Every YAML file of a data folder, in a stable order (one stat call a file, no parsing)."""
+    """Every YAML file of a data folder, in a stable order (one stat call a file, no parsing).
+
+    Nothing outside the data folder is ever listed as readable: a link that resolves outside it,
+    a dangling link, a folder named like a record file and a record folder that is not a folder are
+    listed with a ``refusal`` (reported by name, never opened). Links are followed only when they
+    stay inside; a link to a folder is followed only as a top-level record folder."""
     found: list[SourceFile] = []
     root = str(data_dir)
+    real_root = os.path.realpath(root)
     shown_root = display_path(data_dir)
+
+    def shown_of(rel: str) -> str:
+        return rel if shown_root == "." else f"{shown_root}/{rel}"
+
+    def refuse(path: str, rel: str, kind: str | None, why: str) -> None:
+        found.append(SourceFile(path, rel, shown_of(rel), kind, 0, 0, why))
 
     def walk(folder: str, relative: str) -> None:
         try:
@@ -62,18 +99,41 @@ def scan_sources(data_dir: Path) -> list[SourceFile]:
             if name.startswith("."):
                 continue
             rel = f"{relative}/{name}" if relative else name
-            if entry.is_dir(follow_symlinks=False):
-                walk(entry.path, rel)
-                continue
-            if not name.endswith((".yaml", ".yml")):
-                continue
+            is_record_name = name.endswith((".yaml", ".yml"))
             if not relative:
                 kind = "registry" if name == REGISTRY_FILE else None
             else:
                 kind = FOLDER_KINDS.get(relative) if "/" not in relative else None
-            stat = entry.stat()
-            shown = rel if shown_root == "." else f"{shown_root}/{rel}"
-            found.append(SourceFile(entry.path, rel, shown, kind, stat.st_size, stat.st_mtime_ns))
+            try:
+                is_link = entry.is_symlink()
+                if is_link:
+                    real = os.path.realpath(entry.path)
+                    if not os.path.lexists(real) or not os.path.exists(entry.path):
+                        if is_record_name or (not relative and name in FOLDER_KINDS):
+                            refuse(entry.path, rel, kind, DANGLING)
+                        continue
+                    if not _inside(real, real_root):  # whatever its name: no folder or file out there is read
+                        refuse(entry.path, rel, kind, OUTSIDE)
+                        continue
+                is_dir = entry.is_dir()
+            except OSError as error:
+                refuse(entry.path, rel, kind, f"cannot read: {error.strerror}")
+                continue
+            if is_dir:
+                if is_record_name:
+                    refuse(entry.path, rel, kind, "a folder named like a record file; a record is a file")
+                elif is_link and relative:
+                    refuse(entry.path, rel, None, "a link to a folder in a record folder; sotakg does not follow it")
+                else:
+                    walk(entry.path, rel)
+                continue
+            if not relative and name in FOLDER_KINDS:
+                refuse(entry.path, rel, None, f"'{name}' must be a folder of record files, not a file")
+                continue
+            if not is_record_name:
+                continue
+            info = entry.stat()
+            found.append(SourceFile(entry.path, rel, shown_of(rel), kind, info.st_size, info.st_mtime_ns))
 
     walk(root, "")
     return found
@@ -82,40 +142,69 @@ def scan_sources(data_dir: Path) -> list[SourceFile]:
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part.
 
-    A symbolic link is followed (its target is replaced, the link stays); a path that is not a
-    regular file (a FIFO, a device such as /dev/null or /dev/stdout) is written to directly, since
-    renaming over it would replace it."""
-    path = Path(os.path.realpath(path)) if path.is_symlink() else path
-    if path.exists() and not path.is_file():
-        with open(path, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    The text goes to a temporary file created exclusively (O_EXCL, an unpredictable name) in the
+    destination's folder, then renamed over the destination: a link there is replaced, never written
+    through (so no folder is ever created for a dangling link's target). A destination that is not a
+    regular file or a link (a FIFO, a device) is refused with NotARegularFile rather than opened."""
     try:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        raise NotARegularFile(
+            errno.EINVAL, "not a regular file (a device, FIFO or socket); write to a file or to '-'", str(path)
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        temporary = path.with_name(f".{path.name[:80]}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(temporary, flags, 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with open(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
     finally:
-        if temporary.exists():
-            temporary.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
 
 
 def read_bounded(path: Path | str, limit: int) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes; SourceTooLarge or NotARegularFile
-    otherwise (checked before opening, so a FIFO cannot block and a device cannot flood memory)."""
+    otherwise (checked before opening, so a FIFO cannot block and a device cannot flood memory).
+
+    The buffer is the file's own size (from ``fstat``), and the cap is checked again while
+    reading, so a file that grows meanwhile is still refused and no read reserves the whole cap."""
     info = os.stat(path)
     if not stat.S_ISREG(info.st_mode):
         raise NotARegularFile("not a regular file (a device, FIFO or socket); sotakg reads only files")
     if info.st_size > limit:
         raise SourceTooLarge(too_large(info.st_size, limit))
-    with open(path, "rb") as handle:
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise SourceTooLarge(too_large(len(data), limit))
-    return data
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # swapped for something else since the check above
+            raise NotARegularFile("not a regular file (a device, FIFO or socket); sotakg reads only files")
+        chunks: list[bytes] = []
+        total = 0
+        want = min(info.st_size, limit) + 1
+        while True:
+            chunk = os.read(fd, want)
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise SourceTooLarge(too_large(total, limit))
+            if len(chunk) < want:  # a short read of a regular file: its end
+                break
+            want = min(1 << 16, limit + 1 - total)  # it grew since fstat: read on, up to the cap
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def too_large(size: int, limit: int) -> str:
