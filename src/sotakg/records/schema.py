@@ -42,7 +42,7 @@ __all__ = [
 
 MAX_DEPTH = 32
 #: Bounds that keep a typo from blowing up the compiled graph (a version makes one node per version).
-HIGHEST = {"version": 1000, "year": 9999, "declared_size": 10**9}
+HIGHEST = {"version": 1000, "arxiv_version": 1000, "year": 9999, "declared_size": 10**9}
 
 IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DECLARED_ID_RE = re.compile(r"^id:[ \t]*['\"]?([A-Za-z0-9][A-Za-z0-9._-]*)", re.M)
@@ -99,7 +99,9 @@ KINDS: dict[str, KindSpec] = {
                 FieldSpec("authors", "str"),
                 FieldSpec("year", "int"),
                 FieldSpec("arxiv", "str"),
+                FieldSpec("arxiv_version", "int"),
                 FieldSpec("url", "str"),
+                FieldSpec("locator", "str"),
                 FieldSpec("topic", "id"),
             ),
         ),
