@@ -404,7 +404,7 @@ def test_injection_is_only_a_string_that_matches_nothing(runner, built_store, ba
 
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert isinstance(count, SelectResult)
-    assert count.texts() == [("784",)]
+    assert count.texts() == [("782",)]
     assert len(rows(backend, "practices-citing", paper="LIT-051")) == 7
 
 
