@@ -165,3 +165,29 @@ def test_not_an_identifier_exits_2(runner, built_store):
     result = invoke(runner, built_store, "why", "<http://x/>")
     assert result.exit_code == 2
     assert "is not a record identifier" in result.stderr
+
+
+def test_a_versioned_arxiv_id_links_to_that_version_and_an_unread_locator_is_shown(runner, tmp_path):
+    from sotakg.cli import cli
+
+    from .conftest import FIXTURES, SEED_PAGE
+
+    data, store = tmp_path / "data", tmp_path / "store"
+    seed = tmp_path / "seed.md"
+    seed.write_text(
+        SEED_PAGE.read_text(encoding="utf-8").replace("ARXIV-1604.06174.", "ARXIV-16040.6174."), encoding="utf-8"
+    )
+    for page in (seed, FIXTURES / "other-topic.md"):
+        assert runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)]).exit_code == 0
+    paper = runner.invoke(cli, ["--data", str(data), "--store", str(store), "why", "LIT-903"])
+    assert paper.stdout == (
+        "LIT-903: Åström and Øksendal (2021)\n"
+        "arXiv: 2101.00001v2 (https://arxiv.org/abs/2101.00001v2)\n"
+        "1 practice is attributed to it:\n"
+        "  SOTA-903  v2, Active — Mesurer la contamination avant l’évaluation — 汚染を先に測る\n"
+    )
+    practice = runner.invoke(cli, ["--data", str(data), "--store", str(store), "why", "SOTA-903"])
+    assert "  LIT-903  Åström and Øksendal (2021), arXiv:2101.00001v2\n" in practice.stdout
+    unread = runner.invoke(cli, ["--data", str(data), "--store", str(store), "why", "LIT-004"])
+    assert "locator (as written; not readable): ARXIV-16040.6174\n" in unread.stdout
+    assert "arXiv" not in unread.stdout
