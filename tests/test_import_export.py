@@ -438,3 +438,19 @@ def test_year_suffixes_are_read_and_unreadable_bylines_are_warned_about(runner, 
     assert result.exit_code == 0, result.output
     assert "year: 2021" in (tmp_path / "data" / "papers" / "LIT-901.yaml").read_text()
     assert "row SOTA-902: could not read authors and year from 'Doe (in press), LIT-901.'" in result.stderr
+
+
+def test_a_record_file_that_is_a_link_is_never_read_or_written_through(runner, data_copy, tmp_path):
+    victim = tmp_path / "victim.yaml"
+    victim.write_text("id: SOTA-049\ntitle: kept\n", encoding="utf-8")
+    record = data_copy / "practices" / "SOTA-049.yaml"
+    record.unlink()
+    record.symlink_to(victim)
+    refused = runner.invoke(cli, ["--data", str(data_copy), "import", "markdown", str(SEED_PAGE)])
+    assert refused.exit_code == 1
+    assert "practices/SOTA-049.yaml is a symbolic link; replace it with the record file" in refused.output
+    forced = runner.invoke(cli, ["--data", str(data_copy), "import", "markdown", "--force", str(SEED_PAGE)])
+    assert forced.exit_code == 0, forced.output
+    assert not record.is_symlink()
+    assert record.read_bytes() == (SHIPPED_DATA / "practices" / "SOTA-049.yaml").read_bytes()
+    assert victim.read_text(encoding="utf-8") == "id: SOTA-049\ntitle: kept\n"

@@ -107,6 +107,16 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
         new = check_record(kind, fields, shown)
         path = record_path(data_dir, new)
         where = display_path(path)
+        if not _inside(data_dir, path.parent):
+            raise ImportProblem(f"cannot write {where}: its folder leads outside the data folder")
+        if os.path.islink(path):
+            # Never read or write through a link: with --force the record replaces the link itself.
+            if not force:
+                conflicts.append(f"{where} is a symbolic link; replace it with the record file (or use --force)")
+                continue
+            planned.append((path, new))
+            report.changes.append(RecordChange(where, new.id, created=True))
+            continue
         if os.path.isdir(path):
             raise ImportProblem(f"cannot write {where}: a folder is in the way; move it, then import again")
         if not os.path.lexists(path):
@@ -172,7 +182,6 @@ def _change(kind: str, where: str, record_id: str, old: dict[str, Any], new: dic
 def _write_all(data_dir: Path, files: list[tuple[Path, str]]) -> None:
     """Write every file or none: stage each next to its destination, then rename them into place,
     putting back what was moved when anything fails (BaseException too: Ctrl-C)."""
-    root = os.path.realpath(data_dir)
     created_dirs: list[Path] = []
     staged: list[tuple[Path, Path]] = []  # (temporary, destination)
     moved: list[tuple[Path, Path | None]] = []  # (destination, backup of the file it replaced)
@@ -181,8 +190,7 @@ def _write_all(data_dir: Path, files: list[tuple[Path, str]]) -> None:
         for path, text in files:
             current = path
             _make_parents(path.parent, created_dirs)
-            real_parent = os.path.realpath(path.parent)
-            if real_parent != root and not real_parent.startswith(root + os.sep):
+            if not _inside(data_dir, path.parent):
                 raise ImportProblem(f"cannot write {display_path(path)}: its folder leads outside the data folder")
             if os.path.isdir(path) and not os.path.islink(path):
                 raise ImportProblem(f"cannot write {display_path(path)}: a folder is in the way; move it")
@@ -213,6 +221,12 @@ def _write_all(data_dir: Path, files: list[tuple[Path, str]]) -> None:
                 f"cannot write {display_path(current)}: {reason}; nothing in {display_path(data_dir)} was changed"
             ) from None
         raise
+
+
+def _inside(data_dir: Path, folder: Path) -> bool:
+    """Whether ``folder``, links resolved, is the data folder or inside it."""
+    root, real = os.path.realpath(data_dir), os.path.realpath(folder)
+    return real == root or real.startswith(root + os.sep)
 
 
 def _make_parents(folder: Path, created: list[Path]) -> None:
