@@ -451,6 +451,7 @@ def test_a_record_file_that_is_a_link_is_never_read_or_written_through(runner, d
     assert "practices/SOTA-049.yaml is a symbolic link; replace it with the record file" in refused.output
     forced = runner.invoke(cli, ["--data", str(data_copy), "import", "markdown", "--force", str(SEED_PAGE)])
     assert forced.exit_code == 0, forced.output
+    assert f"{record} (SOTA-049): replaced a symbolic link" in forced.stdout.splitlines()
     assert not record.is_symlink()
     assert record.read_bytes() == (SHIPPED_DATA / "practices" / "SOTA-049.yaml").read_bytes()
     assert victim.read_text(encoding="utf-8") == "id: SOTA-049\ntitle: kept\n"

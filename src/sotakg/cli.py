@@ -174,7 +174,7 @@ def import_markdown_command(ctx: click.Context, page: Path, force: bool, dry_run
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
     for change in report.changes:
-        if not change.created:
+        if not change.created or change.replaced:
             click.echo(change.describe())
     verb = "Would write" if dry_run else "Wrote"
     click.echo(f"{verb} {describe_counts(report.written)}; {report.unchanged} unchanged.")

@@ -56,9 +56,13 @@ class RecordChange:
     added: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    #: What a forced import replaced that was not a readable record (a link, an unreadable file).
+    replaced: str = ""
 
     def describe(self) -> str:
         """``data/practices/SOTA-049.yaml (SOTA-049): changed title; removed reason``."""
+        if self.replaced:
+            return f"{self.path} ({self.record}): replaced {self.replaced}"
         if self.created:
             return f"{self.path} ({self.record}): new record"
         parts = [
@@ -115,7 +119,7 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
                 conflicts.append(f"{where} is a symbolic link; replace it with the record file (or use --force)")
                 continue
             planned.append((path, new))
-            report.changes.append(RecordChange(where, new.id, created=True))
+            report.changes.append(RecordChange(where, new.id, created=True, replaced="a symbolic link"))
             continue
         if os.path.isdir(path):
             raise ImportProblem(f"cannot write {where}: a folder is in the way; move it, then import again")
@@ -130,7 +134,7 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
                 conflicts.append(f"{where} cannot be read ({error.problems[0].message})")
                 continue
             planned.append((path, new))
-            report.changes.append(RecordChange(where, new.id, created=True))
+            report.changes.append(RecordChange(where, new.id, created=True, replaced="a file it could not read"))
             continue
         merged = _page_wins(kind, old.fields, new.fields)
         change = _change(kind, where, new.id, old.fields, merged)
