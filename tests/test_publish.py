@@ -54,12 +54,12 @@ def test_publish_replaces_the_default_graph(runner, built_store, target):
     result = publish(runner, built_store, "--endpoint", f"{target}/store")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(
-        f"Published 784 triples (109908 bytes of N-Triples) to the default graph at {target}/store?default (HTTP "
+        f"Published 794 triples (112027 bytes of N-Triples) to the default graph at {target}/store?default (HTTP "
     )
-    assert count(target) == 784
+    assert count(target) == 794
     again = publish(runner, built_store, "--endpoint", f"{target}/store")
     assert again.exit_code == 0, again.output
-    assert count(target) == 784  # replaced, not added to
+    assert count(target) == 794  # replaced, not added to
 
 
 def test_publish_to_a_named_graph_replaces_it_whole(runner, built_store, data_copy, tmp_path, target):
@@ -67,13 +67,13 @@ def test_publish_to_a_named_graph_replaces_it_whole(runner, built_store, data_co
     assert result.exit_code == 0, result.output
     encoded = urllib.parse.quote(GRAPH, safe="")
     assert f"to the graph <{GRAPH}> at {target}/store?graph={encoded} (HTTP 20" in result.stdout
-    assert count(target, GRAPH) == 784
+    assert count(target, GRAPH) == 794
     # A smaller graph replaces the larger one: nothing of the old one is left over.
     (data_copy / "practices" / "SOTA-049.yaml").unlink()
     smaller = publish(runner, (data_copy, tmp_path / "store"), "--endpoint", f"{target}/store", "--graph", GRAPH)
     assert smaller.exit_code == 0, smaller.output
     published = int(smaller.stdout.split()[1])
-    assert published < 784
+    assert published < 794
     assert count(target, GRAPH) == published
 
 
@@ -95,7 +95,7 @@ def test_the_request_is_one_put_of_ntriples_with_credentials_from_the_environmen
     assert (first.method, first.path) == ("PUT", "/ds/data?default")
     assert first.headers["Content-Type"] == "application/n-triples"
     assert first.headers["Authorization"] == "Bearer s3cret"
-    assert len(first.body) == 109908 and first.body.count(b"\n") == 784
+    assert len(first.body) == 112027 and first.body.count(b"\n") == 794
     assert (second.method, second.path) == ("PUT", "/ds/data?x=1&graph=https%3A%2F%2Fexample.org%2Fgraphs%2Fsotakg")
     assert second.headers["Authorization"] == "Basic " + base64.b64encode(b"ann:pa:ss").decode()
     assert "Authorization" not in third.headers
@@ -200,7 +200,7 @@ def test_a_graph_over_the_cap_is_not_sent(runner, built_store):
         result = publish(runner, built_store, "--endpoint", f"{stub.url}/store", "--max-bytes", "64K")
     assert result.exit_code == 1
     assert result.stderr == (
-        "Error: the graph is 109908 bytes of N-Triples, over the limit of 65536 bytes; raise it with --max-bytes "
+        "Error: the graph is 112027 bytes of N-Triples, over the limit of 65536 bytes; raise it with --max-bytes "
         "(the server may have a limit of its own)\n"
     )
     assert stub.requests == []
