@@ -28,7 +28,7 @@ def test_build_reports_records_by_kind_triples_and_time(runner, workdir):
     result = runner.invoke(cli, ["build"])
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(
-        "Built .sotakg/store: 42 practices, 18 papers, 3 ADRs, 1 topic, 1 registry; 784 triples in "
+        "Built .sotakg/store: 42 practices, 18 papers, 3 ADRs, 1 topic, 1 registry; 794 triples in "
     )
     assert result.stdout.rstrip().endswith(" s.")
 
@@ -36,7 +36,7 @@ def test_build_reports_records_by_kind_triples_and_time(runner, workdir):
 def test_second_build_is_a_no_op_and_force_rebuilds(runner, workdir):
     runner.invoke(cli, ["build"])
     again = runner.invoke(cli, ["build"])
-    assert again.stdout == ".sotakg/store is up to date (784 triples); nothing to do (--force rebuilds).\n"
+    assert again.stdout == ".sotakg/store is up to date (794 triples); nothing to do (--force rebuilds).\n"
     forced = runner.invoke(cli, ["build", "--force"])
     assert forced.stdout.startswith("Built .sotakg/store")
 

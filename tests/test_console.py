@@ -92,7 +92,7 @@ def test_a_canned_query_file_is_one_statement():
     items = list(read_script(io.StringIO(text)))
     assert len(items) == 1 and isinstance(items[0], Statement)
     assert items[0].source == text.strip()
-    assert items[0].line == 12  # its first token: the first PREFIX line
+    assert items[0].line == 13  # its first token: the first PREFIX line
 
 
 def test_read_script():

@@ -471,8 +471,8 @@ def test_publish_since_sends_the_change_when_the_server_holds_base(runner, tmp_p
         # The server now holds HEAD, not main~1: the update would be wrong, so all of it is sent.
         again = runner.invoke(cli, ["publish", "--endpoint", endpoint, "--since", "main~1"], env=NO_CREDENTIALS)
         assert again.exit_code == 0, again.output
-        assert again.stdout.startswith("The server's graph is not BASE's (it holds 781 triples, 3 of them not")
-        assert "published the whole graph instead.\nPublished 781 triples" in again.stdout
+        assert again.stdout.startswith("The server's graph is not BASE's (it holds 791 triples, 3 of them not")
+        assert "published the whole graph instead.\nPublished 791 triples" in again.stdout
         assert server_triples(server) == updated
         # Nothing changed since HEAD: nothing is sent.
         same = runner.invoke(cli, ["publish", "--endpoint", endpoint, "--since", "main"], env=NO_CREDENTIALS)
@@ -488,7 +488,7 @@ def test_publish_since_falls_back_when_the_server_has_no_graph(runner, tmp_path,
         result = runner.invoke(cli, ["publish", "--endpoint", f"{server}/store", *named], env=NO_CREDENTIALS)
         assert result.exit_code == 0, result.output
         assert result.stdout.startswith("The server's graph is not BASE's (it has no such graph)")
-        assert count(server, GRAPH) == 784
+        assert count(server, GRAPH) == 794
 
 
 def test_publish_since_needs_an_update_endpoint_it_can_tell(runner, tmp_path, monkeypatch) -> None:

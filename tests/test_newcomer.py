@@ -77,7 +77,7 @@ def test_build(installed):
     done = run(installed, "build")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(
-        "Built .sotakg/store: 42 practices, 18 papers, 3 ADRs, 1 topic, 1 registry; 784 triples"
+        "Built .sotakg/store: 42 practices, 18 papers, 3 ADRs, 1 topic, 1 registry; 794 triples"
     )
 
 

@@ -38,3 +38,19 @@ def test_every_predicate_and_class_the_data_uses_is_described():
             elif triple.object.value.startswith(v.SOTA):
                 used.add(triple.object)
     assert used - described == set()
+
+
+def test_a_version_holds_only_its_number_and_chain_and_the_ontology_says_so():
+    versions = set()
+    stated: set[str] = set()
+    triples = [t for r in load_anthology(SHIPPED_DATA).records for t in record_triples(r)]
+    for triple in triples:
+        if triple.predicate.value == v.TYPE and triple.object.value == v.PRACTICE_VERSION:
+            versions.add(triple.subject)
+    for triple in triples:
+        if triple.subject in versions:
+            stated.add(triple.predicate.value)
+    assert stated == {v.TYPE, v.VERSION_NUMBER, v.IS_VERSION_OF, v.WAS_REVISION_OF}
+    comments = {t.subject.value: t.object.value for t in ontology() if t.predicate == COMMENT}
+    assert "of an earlier version the graph knows only that it existed" in comments[v.PRACTICE_VERSION]
+    assert "are those the page gives this version" in comments[v.CURRENT_VERSION]

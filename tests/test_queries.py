@@ -146,8 +146,8 @@ def test_rejections(backend, built_store):
 
 def test_rejection_of(backend):
     assert [r[3:] for r in rows(backend, "rejection-of", practice="SOTA-073")] == [
-        ("id:LIT-051", "Paper", "", "Jiang et al. (2020)"),
-        ("id:SOTA-048", "Practice", "Active", "Group small tensors before communication"),
+        ("id:LIT-051", "Paper", "", "Jiang et al. (2020)", "true"),
+        ("id:SOTA-048", "Practice", "Active", "Group small tensors before communication", "false"),
     ]
     only = rows(backend, "rejection-of", practice="SOTA-049")
     assert [r[:2] for r in only] == [("id:SOTA-049", "Rejected")]
@@ -156,7 +156,9 @@ def test_rejection_of(backend):
         ("id:ADR-020", "ADR", "Superseded"),
         ("id:ADR-026", "ADR", ""),
     ]
-    assert rows(backend, "rejection-of", practice="SOTA-047") == [("id:SOTA-047", "Active", "", "", "", "", "")]
+    assert rows(backend, "rejection-of", practice="SOTA-047") == [("id:SOTA-047", "Active", "", "", "", "", "", "")]
+    # SOTA-074's "(SOTA-054)" is an analogy, not its source: the reason's words say so
+    assert [r[3::4] for r in rows(backend, "rejection-of", practice="SOTA-074")] == [("id:SOTA-054", "false")]
 
 
 def test_history_of_a_practice_and_of_an_adr(backend):
@@ -404,7 +406,7 @@ def test_injection_is_only_a_string_that_matches_nothing(runner, built_store, ba
 
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert isinstance(count, SelectResult)
-    assert count.texts() == [("784",)]
+    assert count.texts() == [("794",)]
     assert len(rows(backend, "practices-citing", paper="LIT-051")) == 7
 
 

@@ -1,4 +1,5 @@
-"""YAML -> RDF -> YAML is lossless (hypothesis over generated records)."""
+"""YAML -> RDF -> YAML is lossless, and so is a record -> index page row -> record (hypothesis over
+generated records and titles)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 from pyoxigraph import Store
 
 from sotakg.graph.rdf import anthology_triples, as_quads, record_triples, records_from_triples
+from sotakg.records.indexpage import PracticeRow, escape_cell, parse_page, render_page, split_cells
 from sotakg.records.schema import Anthology, Record, atomic_write_text, dump_record, load_anthology, record_path
 
 identifier = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,12}\Z")
@@ -50,7 +52,9 @@ papers = st.builds(
             "authors": text,
             "year": st.integers(1000, 2999),
             "arxiv": st.from_regex(r"\A\d{4}\.\d{4,5}\Z"),
+            "arxiv_version": st.integers(1, 20),
             "url": st.sampled_from(["https://example.org/a", "http://x.test/p?q=1"]),
+            "locator": text,
             "topic": identifier,
         }
     ),
@@ -124,3 +128,54 @@ def test_yaml_files_to_store_and_back_are_equal(tmp_path_factory, records):
     assert comparable(back) == comparable(records)
     for record in back:
         assert dump_record(record) == record_path(data, record).read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------ index page cells
+
+#: Any text a record may hold, with the characters that end a line or start an escape made likely.
+awkward = (
+    st.lists(
+        st.one_of(
+            st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
+            st.sampled_from(list("|\\&#;\r\n\t \u2028\u2029\x85\x0b\x0c\x1c")),
+            st.sampled_from(["&amp;", "&#124;", "\\|", "&#10;", " — "]),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+    .map("".join)
+    .filter(lambda value: value.strip() != "")
+)
+
+
+@given(st.lists(awkward, min_size=1, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_any_cell_text_comes_back_from_a_table_row(cells):
+    row = "| " + " | ".join(escape_cell(cell) for cell in cells) + " |"
+    assert len(row.splitlines()) == 1
+    assert split_cells(row) == cells
+
+
+@given(awkward, awkward, awkward)
+@settings(max_examples=150, deadline=None)
+def test_any_title_summary_and_reason_round_trip_through_a_page(title, summary, reason):
+    row = PracticeRow("SOTA-001", 3, title, summary, "Rejected", reason)
+    page = render_page("Topics", "The scheme.", "A topic", "its scope.", 10, [row])
+    parsed = parse_page(page)
+    practice = dict(parsed.records)["practice"]
+    assert (practice["title"], practice["summary"], practice["reason"], practice["version"]) == (
+        title,
+        summary,
+        reason,
+        3,
+    )
+    assert render_page("Topics", "The scheme.", "A topic", "its scope.", 10, [row]) == page
+
+
+def test_escapes_read_as_markdown_would_show_them():
+    assert escape_cell("a|b") == "a\\|b"
+    assert escape_cell("line\nbreak\u2028here") == "line&#10;break&#8232;here"
+    assert escape_cell(" padded ") == "&#32;padded&#32;"
+    assert escape_cell("R&D &amp; co") == "R&D &amp;amp; co"
+    assert escape_cell("ends in \\") == "ends in \\\\"
+    assert escape_cell("C:\\path") == "C:\\path"  # a backslash that escapes nothing is left alone

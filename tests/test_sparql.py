@@ -147,7 +147,7 @@ def test_the_store_refuses_updates_even_past_the_check(backend):
         sparql._decode(answer, update)
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert isinstance(count, SelectResult)
-    assert count.texts() == [("784",)]
+    assert count.texts() == [("794",)]
 
 
 # ------------------------------------------------------------------------------------------ syntax errors

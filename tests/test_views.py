@@ -54,7 +54,7 @@ def test_the_shipped_views_and_their_listing(runner, built_store):
     assert result.exit_code == 0, result.output
     assert result.stdout == (
         "NAME           PARAMETERS                                     SUMMARY\n"
-        "citations      -                                              Practices and the papers they cite as evidence\n"
+        "citations      -                                              Practices and the papers their summaries cite\n"
         "rejections     -                                              Rejected practices and the records their "
         "rejection reasons name\n"
         "supersessions  -                                              Supersession chains: revised practices with "

@@ -33,10 +33,33 @@ def test_a_rejected_practice(backend):
     assert [r.id for r in story.papers] == ["LIT-051"]
     assert story.papers[0].label == "Jiang et al. (2020), https://www.usenix.org/conference/osdi20/presentation/jiang"
     assert (story.topic, story.topic_label) == ("distributed-optimization", "Distributed optimization")
-    assert [(g.named.id, g.in_force.id, [r.id for r in g.chain]) for g in story.governed_by] == [
-        ("ADR-026", "ADR-026", ["ADR-020", "ADR-026"]),
-        ("ADR-059", "ADR-059", ["ADR-059"]),
-    ]
+    assert story.governed_by == []  # the page cites ADR-026 and ADR-059; it never says they govern
+    # the reason's own words about the paper the practice is attributed to
+    assert story.papers[0].quote == (
+        "states no signal, threshold or action, so there is nothing to do differently on reading it, "
+        "and LIT-051 does not argue for it."
+    )
+
+
+@pytest.mark.parametrize(
+    "record, words",
+    [
+        ("SOTA-046", "and LIT-051 does not discuss it.”"),
+        ("SOTA-073", "and LIT-051 does not argue for it.”"),
+        ("SOTA-055", "“LIT-059 names epoch-granular, hand-tuned checkpointing as the problem it solves"),
+    ],
+)
+def test_a_rejection_reason_about_the_cited_paper_is_quoted_never_rested_on(backend, record, words):
+    text = render_provenance(why(backend, record), width=1000)
+    assert "rests on" not in text and "evidence" not in text
+    paper_line = text.split("the page attributes it to 1 paper:\n", 1)[1].splitlines()[1]
+    assert paper_line.strip().startswith("its rejection reason concerns this source: “")
+    assert words in paper_line
+
+
+def test_a_practice_whose_reason_does_not_name_its_paper_has_no_quote(backend):
+    story = why(backend, "SOTA-049")
+    assert [(p.id, p.quote) for p in story.papers] == [("LIT-051", None)]
 
 
 def test_a_revised_practice_has_its_version_chain(backend):
@@ -46,8 +69,27 @@ def test_a_revised_practice_has_its_version_chain(backend):
     assert "versions: v1 → v2 (current)\n" in render_provenance(story)
 
 
-def test_a_version_id_means_its_practice(backend):
-    assert render_provenance(why(backend, "SOTA-017-v1")) == render_provenance(why(backend, "SOTA-017"))
+def test_an_earlier_version_is_only_known_to_have_existed(runner, built_store):
+    result = invoke(runner, built_store, "why", "SOTA-054-v1")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "SOTA-054-v1: version 1 of SOTA-054; nothing else is recorded about it\nthe current version of SOTA-054: v2\n"
+    )
+
+
+def test_the_current_version_tells_the_practice_story(backend):
+    practice = render_provenance(why(backend, "SOTA-054"))
+    current = render_provenance(why(backend, "SOTA-054-v2"))
+    assert current == (
+        "SOTA-054-v2: version 2 of SOTA-054, its current version; what follows is what the data says of\n"
+        "  SOTA-054\n" + practice
+    )
+
+
+def test_a_version_that_does_not_exist_is_not_found(runner, built_store):
+    result = invoke(runner, built_store, "why", "SOTA-054-v3")
+    assert result.exit_code == 1
+    assert result.stderr == "Error: SOTA-054 has no version 3 (its versions: v1, v2); ask for SOTA-054\n"
 
 
 def test_a_paper(backend):
@@ -71,11 +113,20 @@ def test_an_adr_chain_is_the_same_from_either_end(backend):
     for adr in ("ADR-020", "ADR-026"):
         story = why(backend, adr)
         assert [(r.id, r.status) for r in story.chain] == [("ADR-020", "Superseded"), ("ADR-026", None)]
-    assert why(backend, "ADR-026").governs == ["Topics"]
-    assert why(backend, "ADR-020").governs == []
+    assert why(backend, "ADR-026").governs == []
+    assert why(backend, "ADR-026").cited_in == ["Topics"]
+    assert why(backend, "ADR-020").cited_in == []
+
+
+def test_what_the_data_does_not_say_of_an_adr_is_not_recorded(backend):
     lonely = why(backend, "ADR-059")
     assert [r.id for r in lonely.chain] == ["ADR-059"]
-    assert "supersedes nothing and is superseded by nothing\n" in render_provenance(lonely)
+    assert render_provenance(lonely) == (
+        "ADR-059: decision record\n"
+        "status: not recorded\n"
+        "supersession: not recorded\n"
+        "cited in the description of: Topics\n"
+    )
 
 
 def test_text_is_wrapped_to_the_width(backend):
@@ -114,3 +165,29 @@ def test_not_an_identifier_exits_2(runner, built_store):
     result = invoke(runner, built_store, "why", "<http://x/>")
     assert result.exit_code == 2
     assert "is not a record identifier" in result.stderr
+
+
+def test_a_versioned_arxiv_id_links_to_that_version_and_an_unread_locator_is_shown(runner, tmp_path):
+    from sotakg.cli import cli
+
+    from .conftest import FIXTURES, SEED_PAGE
+
+    data, store = tmp_path / "data", tmp_path / "store"
+    seed = tmp_path / "seed.md"
+    seed.write_text(
+        SEED_PAGE.read_text(encoding="utf-8").replace("ARXIV-1604.06174.", "ARXIV-16040.6174."), encoding="utf-8"
+    )
+    for page in (seed, FIXTURES / "other-topic.md"):
+        assert runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)]).exit_code == 0
+    paper = runner.invoke(cli, ["--data", str(data), "--store", str(store), "why", "LIT-903"])
+    assert paper.stdout == (
+        "LIT-903: Åström and Øksendal (2021)\n"
+        "arXiv: 2101.00001v2 (https://arxiv.org/abs/2101.00001v2)\n"
+        "1 practice is attributed to it:\n"
+        "  SOTA-903  v2, Active — Mesurer la contamination avant l’évaluation — 汚染を先に測る\n"
+    )
+    practice = runner.invoke(cli, ["--data", str(data), "--store", str(store), "why", "SOTA-903"])
+    assert "  LIT-903  Åström and Øksendal (2021), arXiv:2101.00001v2\n" in practice.stdout
+    unread = runner.invoke(cli, ["--data", str(data), "--store", str(store), "why", "LIT-004"])
+    assert "locator (as written; not readable): ARXIV-16040.6174\n" in unread.stdout
+    assert "arXiv" not in unread.stdout

@@ -154,25 +154,31 @@ def import_group() -> None:
 
 @import_group.command(name="markdown")
 @click.argument("page", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@force_option("Overwrite records whose content differs (the page wins; other fields are kept).")
+@force_option("Let the page win: records say what the page says (a fact it leaves empty is removed).")
+@click.option("--dry-run", is_flag=True, help="Show what would be added, changed and removed; write nothing.")
 @click.pass_context
-def import_markdown_command(ctx: click.Context, page: Path, force: bool) -> None:
+def import_markdown_command(ctx: click.Context, page: Path, force: bool, dry_run: bool) -> None:
     """Import a topic index page (the anthology's published format) into --data.
 
     Malformed rows are imported with a warning saying what was assumed. A record
     that exists with different content stops the import (nothing is written)
-    unless --force.
+    unless --force. Every changed record is listed with the fields added,
+    changed and removed. The import is all or nothing.
 
     Example:
 
-        sotakg --data data import markdown pages/distributed-optimization.md
+        sotakg --data data import markdown --force --dry-run pages/distributed-optimization.md
     """
     from .records.importer import import_markdown
 
-    report = import_markdown(page, ctx.obj["data"], force=force)
+    report = import_markdown(page, ctx.obj["data"], force=force, dry_run=dry_run)
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(f"Wrote {describe_counts(report.written)}; {report.unchanged} unchanged.")
+    for change in report.changes:
+        if not change.created or change.replaced:
+            click.echo(change.describe())
+    verb = "Would write" if dry_run else "Wrote"
+    click.echo(f"{verb} {describe_counts(report.written)}; {report.unchanged} unchanged.")
 
 
 # ------------------------------------------------------------------------------------------ export

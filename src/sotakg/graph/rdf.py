@@ -108,8 +108,11 @@ def record_statements(record: Record) -> Iterator[Statement]:
         if "year" in f:
             yield s, v.YEAR, _year(f["year"])
         yield from lit(v.ARXIV_ID, "arxiv")
+        if "arxiv_version" in f:
+            yield s, v.ARXIV_VERSION, _integer(f["arxiv_version"])
         if "url" in f:
             yield s, v.URL, Lit(f["url"], v.XSD_ANYURI)
+        yield from lit(v.UNREAD_LOCATOR, "locator")
         if "topic" in f:
             yield s, v.FILED_UNDER, v.topic_iri(f["topic"])
     elif record.kind == "adr":
@@ -140,6 +143,9 @@ def record_statements(record: Record) -> Iterator[Statement]:
         if "declared_size" in f:
             yield s, v.DECLARED_SIZE, _integer(f["declared_size"])
         yield from refs(v.GOVERNED_BY, "governed_by")
+        # Derived from the text, never read back: the description cites these records, nothing more.
+        for cited in sorted(set(MENTIONED_ID.findall(f.get("description", "")))):
+            yield s, v.REFERENCES, v.record_iri(cited)
 
 
 def record_triples(record: Record) -> Iterator[Triple]:
@@ -271,7 +277,11 @@ def _record_from_props(kind: str, subject: str, props: dict[str, list[Any]]) -> 
         if year is not None:
             fields["year"] = int(year.value)
         text("arxiv", v.ARXIV_ID)
+        arxiv_version = one(v.ARXIV_VERSION)
+        if arxiv_version is not None:
+            fields["arxiv_version"] = int(arxiv_version.value)
         text("url", v.URL)
+        text("locator", v.UNREAD_LOCATOR)
         topic = _local(one(v.FILED_UNDER), v.TOPIC)
         if topic is not None:
             fields["topic"] = topic

@@ -1,9 +1,13 @@
 """``sotakg why ID``: one record's provenance told as readable text.
 
 One query fetches the record's neighbourhood (its own statements, the records it cites or names, the
-records that cite or name it, its versions, its topic and the ADRs governing the topic scheme with
-their supersession chains); the story is then read off those statements in Python. So ``why`` costs
-one query on any backend.
+records that cite, name or reference it, its versions, its topic and the ADRs the data says govern the
+topic scheme, with their supersession chains); the story is then read off those statements in Python.
+So ``why`` costs one query on any backend.
+
+The story says what the data says and nothing more: a fact the graph does not hold is "not
+recorded", never a negative; a paper a practice cites is what the page attributes it to, and where
+the practice's rejection reason names that paper the story quotes the reason's own words.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import difflib
 import re
 import textwrap
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import QueryFailed, RecordNotFound, UsageProblem
@@ -27,7 +31,7 @@ NEIGHBOURHOOD_QUERY = f"""
 SELECT ?record ?s ?p ?o WHERE {{
   {{
     ?record (sota:reasonNames|cito:citesAsEvidence|sota:filedUnder|^dcterms:isVersionOf
-             |^cito:citesAsEvidence|^sota:reasonNames|^sota:governedBy)? ?s .
+             |^cito:citesAsEvidence|^sota:reasonNames|^sota:governedBy|^dcterms:references)? ?s .
   }}
   UNION {{ ?record ^cito:citesAsEvidence/sota:currentVersion ?s . }}
   UNION {{ ?record sota:filedUnder/skos:inScheme ?s . }}
@@ -113,6 +117,8 @@ class Ref:
     status: str | None = None
     version: int | None = None
     label: str | None = None
+    #: The words of a rejection reason about this record (the sentences naming it), when there are.
+    quote: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,8 +136,10 @@ class Governance:
 
 @dataclass
 class Provenance:
-    """What ``why`` knows about one record. ``kind`` is practice, paper or ADR; the other fields are
-    filled for the kinds they apply to."""
+    """What ``why`` knows about one record. ``kind`` is practice, paper, ADR or version (a practice
+    version other than the current one, of which the graph knows only that it existed); the other
+    fields are filled for the kinds they apply to. ``asked_version`` is the version number the
+    question named (SOTA-054-v2), if any."""
 
     id: str
     kind: str
@@ -149,22 +157,29 @@ class Provenance:
     authors: str | None = None
     year: str | None = None
     arxiv: str | None = None
+    arxiv_version: str | None = None
     url: str | None = None
+    locator: str | None = None
     cited_by: list[Ref] = field(default_factory=list)
     named_by: list[Ref] = field(default_factory=list)
     chain: list[Ref] = field(default_factory=list)
     governs: list[str] = field(default_factory=list)
+    cited_in: list[str] = field(default_factory=list)
+    asked_version: int | None = None
+    practice: str | None = None
 
 
 def why(backend: Backend, record_id: str, timeout: float = DEFAULT_TIMEOUT) -> Provenance:
-    """The provenance of the practice, paper or ADR ``record_id`` (a version id such as SOTA-017-v2
-    means its practice). RecordNotFound, with a close identifier when there is one, if it is unknown."""
+    """The provenance of the practice, paper or ADR ``record_id``. A version id (SOTA-054-v2) gives the
+    practice's story when it is the current version (the facts the page gives are the current
+    version's), and a story of kind "version" saying only that it existed otherwise. RecordNotFound,
+    with a close identifier when there is one, if it is unknown."""
     from pyoxigraph import NamedNode, Variable
 
     wanted = record_id.strip()
     if not _ID_FORM.fullmatch(wanted):
         raise UsageProblem(f"{record_id!r} is not a record identifier; give one like SOTA-049, LIT-051 or ADR-026")
-    version = re.fullmatch(r"(.+)-v\d+", wanted)
+    version = re.fullmatch(r"(.+)-v(\d+)", wanted)
     if version:
         wanted = version.group(1)
     iri = v.record_iri(wanted)
@@ -174,7 +189,21 @@ def why(backend: Backend, record_id: str, timeout: float = DEFAULT_TIMEOUT) -> P
     story = provenance(Facts(result), wanted)
     if story is None:
         raise RecordNotFound(_not_found(backend, wanted, timeout))
+    if version:
+        return _version_story(story, record_id.strip(), int(version.group(2)))
     return story
+
+
+def _version_story(story: Provenance, asked: str, number: int) -> Provenance:
+    if story.kind != "practice" or number not in story.versions:
+        known = ", ".join(f"v{n}" for n in story.versions) or "none recorded"
+        raise RecordNotFound(f"{story.id} has no version {number} (its versions: {known}); ask for {story.id}")
+    if number == story.current_version:
+        story.asked_version = number
+        return story
+    return Provenance(
+        id=asked, kind="version", asked_version=number, practice=story.id, current_version=story.current_version
+    )
 
 
 def provenance(facts: Facts, record_id: str) -> Provenance | None:
@@ -196,6 +225,10 @@ def provenance(facts: Facts, record_id: str) -> Provenance | None:
     else:
         story.chain = _adr_chain(facts, iri)
         story.governs = [facts.text(s, v.TITLE) or _identifier(s) for s in facts.subjects(v.GOVERNED_BY, iri)]
+        story.cited_in = [facts.text(s, v.TITLE) or _identifier(s) for s in facts.subjects(v.REFERENCES, iri)]
+    for index, ref in enumerate(story.named_by):
+        reason = facts.text(v.record_iri(ref.id), v.REJECTION_REASON)
+        story.named_by[index] = replace(ref, quote=words_naming(reason, record_id))
     return story
 
 
@@ -220,8 +253,6 @@ def _ref(facts: Facts, iri: str) -> Ref:
     label = facts.text(iri, v.TITLE)
     if kind == "paper" and label is None:
         label = _paper_label(facts, iri)
-    if kind == "ADR" and label is None:
-        label = facts.text(iri, v.SUMMARY)
     return Ref(
         id=_identifier(iri),
         kind=kind,
@@ -255,12 +286,24 @@ def _practice(facts: Facts, iri: str, story: Provenance) -> None:
                 story.governed_by.append(Governance(_ref(facts, adr), tuple(_adr_chain(facts, adr))))
     story.reason = facts.text(iri, v.REJECTION_REASON)
     story.reason_names = [_ref(facts, named) for named in facts.iris(iri, v.REASON_NAMES)]
-    story.papers = [_paper_ref(facts, paper) for paper in facts.iris(iri, v.CITES)]
+    story.papers = [
+        replace(_paper_ref(facts, paper), quote=words_naming(story.reason, _identifier(paper)))
+        for paper in facts.iris(iri, v.CITES)
+    ]
+
+
+def words_naming(reason: str | None, record_id: str) -> str | None:
+    """The sentences of a rejection reason that name ``record_id``, in the reason's own words."""
+    if not reason:
+        return None
+    named = re.compile(rf"\b{re.escape(record_id)}\b")
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", reason.strip()) if named.search(s)]
+    return " … ".join(sentences) or None
 
 
 def _paper_ref(facts: Facts, iri: str) -> Ref:
     parts = [_paper_label(facts, iri)]
-    arxiv, url, title = facts.text(iri, v.ARXIV_ID), facts.text(iri, v.URL), facts.text(iri, v.TITLE)
+    arxiv, url, title = _arxiv(facts, iri), facts.text(iri, v.URL), facts.text(iri, v.TITLE)
     if title:
         parts.insert(0, title)
     if arxiv:
@@ -270,11 +313,24 @@ def _paper_ref(facts: Facts, iri: str) -> Ref:
     return Ref(_identifier(iri), "paper", label=", ".join(p for p in parts if p))
 
 
+def _arxiv(facts: Facts, iri: str) -> str | None:
+    """A paper's arXiv id with its version when the data gives one (2101.00001v2)."""
+    arxiv, version = facts.text(iri, v.ARXIV_ID), facts.text(iri, v.ARXIV_VERSION)
+    return f"{arxiv}v{version}" if arxiv and version else arxiv
+
+
+def arxiv_with_version(story: Provenance) -> str | None:
+    """The story's arXiv id with its version when the data gives one (2101.00001v2)."""
+    return f"{story.arxiv}v{story.arxiv_version}" if story.arxiv and story.arxiv_version else story.arxiv
+
+
 def _paper(facts: Facts, iri: str, story: Provenance) -> None:
     story.authors = facts.text(iri, v.AUTHORS)
     story.year = facts.text(iri, v.YEAR)
     story.arxiv = facts.text(iri, v.ARXIV_ID)
+    story.arxiv_version = facts.text(iri, v.ARXIV_VERSION)
     story.url = facts.text(iri, v.URL)
+    story.locator = facts.text(iri, v.UNREAD_LOCATOR)
     topic = facts.text(iri, v.FILED_UNDER)
     if topic:
         story.topic = facts.text(topic, v.SLUG) or topic.removeprefix(v.TOPIC)
@@ -316,25 +372,31 @@ def _wrap(text: str, **options: Any) -> list[str]:
     return textwrap.wrap(text, break_on_hyphens=False, break_long_words=False, **options)
 
 
-def _ref_line(ref: Ref, width: int, id_width: int, show_kind: bool) -> list[str]:
+def _ref_line(ref: Ref, width: int, id_width: int, show_kind: bool, quote_intro: str) -> list[str]:
     facts = [ref.kind if show_kind else None, f"v{ref.version}" if ref.version else None, ref.status]
     head = ", ".join(f for f in facts if f)
     text = " — ".join(part for part in (head, ref.label) if part)
-    return _wrap(
+    indent = " " * (id_width + 4)
+    lines = _wrap(
         text or "(no details in the graph)",
         width=max(width, 40),
         initial_indent=f"  {ref.id.ljust(id_width)}  ",
-        subsequent_indent=" " * (id_width + 4),
+        subsequent_indent=indent,
     ) or [f"  {ref.id}"]
+    if ref.quote:
+        lines += _wrap(
+            f"{quote_intro}“{ref.quote}”", width=max(width, 40), initial_indent=indent, subsequent_indent=indent
+        )
+    return lines
 
 
-def _refs(title: str, refs: list[Ref], width: int, show_kind: bool = True) -> list[str]:
+def _refs(title: str, refs: list[Ref], width: int, show_kind: bool = True, quote_intro: str = "") -> list[str]:
     if not refs:
         return []
     id_width = max(len(r.id) for r in refs)
     lines = [title]
     for ref in refs:
-        lines += _ref_line(ref, width, id_width, show_kind)
+        lines += _ref_line(ref, width, id_width, show_kind, quote_intro)
     return lines
 
 
@@ -361,9 +423,22 @@ def _field(name: str, value: str, width: int) -> list[str]:
 def render_provenance(story: Provenance, width: int = 100) -> str:
     """The story as text lines no wider than ``width`` (long reasons and titles are wrapped)."""
     lines: list[str] = []
+    if story.kind == "version":
+        lines += _field(
+            story.id, f"version {story.asked_version} of {story.practice}; nothing else is recorded about it", width
+        )
+        lines += _field(f"the current version of {story.practice}", f"v{story.current_version}", width)
+        return "\n".join(lines) + "\n"
     if story.kind == "practice":
-        lines += _field(story.id, story.title or "(untitled)", width)
-        lines += _field("status", story.status or "none recorded", width)
+        if story.asked_version is not None:
+            lines += _field(
+                f"{story.id}-v{story.asked_version}",
+                f"version {story.asked_version} of {story.id}, its current version; "
+                f"what follows is what the data says of {story.id}",
+                width,
+            )
+        lines += _field(story.id, story.title or "(title not recorded)", width)
+        lines += _field("status", story.status or "not recorded", width)
         if story.versions:
             chain = " → ".join(f"v{n} (current)" if n == story.current_version else f"v{n}" for n in story.versions)
             lines += _field("versions", chain, width)
@@ -378,33 +453,44 @@ def render_provenance(story: Provenance, width: int = 100) -> str:
             lines += _wrap(story.reason, width=max(width, 40), initial_indent="  ", subsequent_indent="  ")
         lines += _refs("the reason names:", story.reason_names, width)
         count = len(story.papers)
-        lines += _refs(f"rests on {count} paper{'s' if count != 1 else ''}:", story.papers, width, False)
+        lines += _refs(
+            f"the page attributes it to {count} paper{'s' if count != 1 else ''}:",
+            story.papers,
+            width,
+            False,
+            "its rejection reason concerns this source: ",
+        )
         if not story.papers:
-            lines.append("rests on no paper")
+            lines.append("the page attributes it to no paper")
     elif story.kind == "paper":
         lines += _field(story.id, _paper_title(story), width)
-        if story.arxiv:
-            lines += _field("arXiv", f"{story.arxiv} (https://arxiv.org/abs/{story.arxiv})", width)
+        arxiv = arxiv_with_version(story)
+        if arxiv:
+            lines += _field("arXiv", f"{arxiv} (https://arxiv.org/abs/{arxiv})", width)
         if story.url:
             lines += _field("url", story.url, width)
+        if story.locator:
+            lines += _field("locator (as written; not readable)", story.locator, width)
         if story.topic:
             lines += _field("topic", story.topic, width)
         count = len(story.cited_by)
-        title = f"{count} practice{'s rest' if count != 1 else ' rests'} on it:"
+        title = f"{count} practice{'s are' if count != 1 else ' is'} attributed to it:"
         lines += _refs(title, story.cited_by, width, False)
         if not story.cited_by:
-            lines.append("no practice rests on it")
+            lines.append("no practice is attributed to it")
     else:
         lines += _field(story.id, story.title or "decision record", width)
-        lines += _field("status", story.status or "none recorded", width)
+        lines += _field("status", story.status or "not recorded", width)
         if story.summary:
             lines += _field("summary", story.summary, width)
         if len(story.chain) > 1:
             lines += _field("supersession chain (oldest first)", _chain_text(story.chain), width)
         else:
-            lines.append("supersedes nothing and is superseded by nothing")
+            lines += _field("supersession", "not recorded", width)
         if story.governs:
             lines += _field("governs", ", ".join(story.governs), width)
+        if story.cited_in:
+            lines += _field("cited in the description of", ", ".join(story.cited_in), width)
     lines += _refs("named in the rejection reasons of:", story.named_by, width)
     return "\n".join(lines) + "\n"
 

@@ -35,7 +35,9 @@ CITATION_RE = re.compile(
     re.S,
 )
 LOOKS_CITED_RE = re.compile(r"^[^|()]{1,120}\([^)]{1,40}\),? LIT-\d+")
-ARXIV_RE = re.compile(r"^ — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v\d+)?(?:\.|\s|$)")
+ARXIV_RE = re.compile(r"^ — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-9]\d{0,2}))?(?:\.|\s|$)")
+#: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL.
+LOCATOR_RE = re.compile(r"^ — (?P<locator>(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]\S*?|\w+://\S*?)\.?(?:\s|$)")
 URL_RE = re.compile(r"^ — (?P<url>https?://\S+?)\.?(?:\s|$)")
 SUPERSEDES_RE = re.compile(
     r"\b(?P<new>ADR-\d+) \((?:superseding|supersedes|which supersedes|replacing) (?P<old>ADR-\d+)\)"
@@ -77,19 +79,68 @@ def slugify(label: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
 
 
+#: Characters a cell cannot hold as written: ``str.splitlines`` ends a line at each of them.
+LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+_REFERENCE_RE = re.compile(r"&(?:#(\d{1,7})|amp);")
+
+
 def split_cells(line: str) -> list[str]:
-    """The cells of a Markdown table row; ``\\|`` is a pipe inside a cell."""
+    """The cells of a Markdown table row, unescaped (see ``escape_cell``)."""
     body = line.strip()
-    if body.startswith("|"):
-        body = body[1:]
-    if body.endswith("|") and not body.endswith("\\|"):
-        body = body[:-1]
-    cells = re.split(r"(?<!\\)\|", body)
-    return [cell.strip().replace("\\|", "|") for cell in cells]
+    cells: list[str] = []
+    current: list[str] = []
+    index, ended_on_pipe = 0, False
+    while index < len(body):
+        char = body[index]
+        if char == "\\" and index + 1 < len(body) and body[index + 1] in "\\|":
+            current.append(body[index + 1])
+            index += 2
+            ended_on_pipe = False
+            continue
+        if char == "|":
+            cells.append("".join(current))
+            current = []
+            ended_on_pipe = True
+        else:
+            current.append(char)
+            ended_on_pipe = False
+        index += 1
+    if not ended_on_pipe:
+        cells.append("".join(current))
+    if body.startswith("|") and cells:
+        cells = cells[1:]
+    return [_REFERENCE_RE.sub(_unreference, cell.strip()) for cell in cells]
+
+
+def _unreference(match: re.Match[str]) -> str:
+    if match[1] is None:
+        return "&"
+    code = int(match[1])
+    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+        return match[0]
+    return chr(code)
 
 
 def escape_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """``text`` written so that ``split_cells`` reads it back exactly: ``\\|`` for a pipe, ``\\\\``
+    for a backslash that would otherwise escape, and a character reference (``&#10;``) for a line
+    break and for whitespace at either end of the cell (which a reader strips). ``&`` is written
+    ``&amp;`` only where it would start such a reference; Markdown renders all of these as the text."""
+    lead = len(text) - len(text.lstrip())
+    trail = len(text) - len(text.rstrip()) if text.strip() else 0
+    out: list[str] = []
+    for index, char in enumerate(text):
+        if char == "&" and _REFERENCE_RE.match(text, index):
+            out.append("&amp;")
+        elif char == "\\" and (index + 1 == len(text) or text[index + 1] in "\\|"):
+            out.append("\\\\")
+        elif char == "|":
+            out.append("\\|")
+        elif char in LINE_BREAKS or index < lead or index >= len(text) - trail:
+            out.append(f"&#{ord(char)};")
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def _ids_in_order(text: str, pattern: re.Pattern[str] = RECORD_ID_RE) -> list[str]:
@@ -185,6 +236,30 @@ def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) 
     return PageRow(number, practice_id, version, title, summary or None, status or None, reason or None)
 
 
+def _locator(rest: str, warnings: list[str], where: str, lit: str) -> dict[str, Any]:
+    """The paper facts of the locator after a byline (`` — ARXIV-1811.06965.`` or `` — https://...``).
+
+    A locator that looks like one but cannot be read is kept verbatim (``locator``), with a warning,
+    so that validate reports it on the paper instead of the import dropping it."""
+    arxiv = ARXIV_RE.match(rest)
+    if arxiv:
+        facts: dict[str, Any] = {"arxiv": arxiv["arxiv"]}
+        if arxiv["version"]:
+            facts["arxiv_version"] = int(arxiv["version"])
+        return facts
+    url = URL_RE.match(rest)
+    if url:
+        return {"url": url["url"]}
+    unread = LOCATOR_RE.match(rest)
+    if unread:
+        warnings.append(
+            f"{where}: cannot read the locator {unread['locator']!r} of {lit} (expected ARXIV-YYMM.NNNNN "
+            f"or an http(s) URL); kept verbatim as the paper's `locator`, which validate reports"
+        )
+        return {"locator": unread["locator"]}
+    return {}
+
+
 def _looks_like_status(text: str) -> bool:
     return text.partition(DASH)[0].strip() in STATUSES
 
@@ -246,23 +321,17 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
                         f"the years were not assigned"
                     )
                 if len(lits) == 1:
-                    arxiv = ARXIV_RE.match(rest)
-                    url = URL_RE.match(rest)
-                    if arxiv:
-                        facts["arxiv"] = arxiv["arxiv"]
-                    elif url:
-                        facts["url"] = url["url"]
+                    facts.update(_locator(rest, page.warnings, f"{source}:{row.line}: row {row.id}", lit))
                 note_paper(lit, facts, row)
         for text in (row.reason or "", row.summary or ""):
             for adr in _ids_in_order(text, ADR_RE):
                 adrs.setdefault(adr, {"id": adr})
 
-    scheme = page.scheme_description
-    governed = _ids_in_order(scheme, ADR_RE)
-    for sentence in re.split(r"(?<=[.!?]) (?=[A-Z])", scheme):
-        for adr in _ids_in_order(sentence, ADR_RE):
-            adrs.setdefault(adr, {"id": adr}).setdefault("summary", sentence)
-    everything = "\n".join([scheme] + [r.reason or "" for r in page.rows] + [r.summary or "" for r in page.rows])
+    # The header only cites its ADRs ("... (ADR-026)"): that makes them records, and nothing more.
+    for adr in _ids_in_order(page.scheme_description, ADR_RE):
+        adrs.setdefault(adr, {"id": adr})
+    texts = [r.reason or "" for r in page.rows] + [r.summary or "" for r in page.rows]
+    everything = "\n".join([page.scheme_description, *texts])
     for match in SUPERSEDES_RE.finditer(everything):
         new = match["new"] or match["new2"]
         old = match["old"] or match["old2"]
@@ -275,8 +344,6 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
     registry: dict[str, Any] = {"title": page.scheme_title, "description": page.scheme_description}
     if page.registry_size is not None:
         registry["declared_size"] = page.registry_size
-    if governed:
-        registry["governed_by"] = sorted(governed)
     topic: dict[str, Any] = {"id": page.topic_slug, "label": page.topic_label}
     if page.topic_scope:
         topic["scope"] = page.topic_scope

@@ -42,7 +42,7 @@ __all__ = [
 
 MAX_DEPTH = 32
 #: Bounds that keep a typo from blowing up the compiled graph (a version makes one node per version).
-HIGHEST = {"version": 1000, "year": 9999, "declared_size": 10**9}
+HIGHEST = {"version": 1000, "arxiv_version": 1000, "year": 9999, "declared_size": 10**9}
 
 #: ASCII only, matched whole (``fullmatch``: a ``$`` would let a trailing newline through into an IRI).
 IDENTIFIER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -108,7 +108,9 @@ KINDS: dict[str, KindSpec] = {
                 FieldSpec("authors", "str"),
                 FieldSpec("year", "int"),
                 FieldSpec("arxiv", "str"),
+                FieldSpec("arxiv_version", "int"),
                 FieldSpec("url", "str"),
+                FieldSpec("locator", "str"),
                 FieldSpec("topic", "id"),
             ),
         ),

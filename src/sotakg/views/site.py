@@ -27,7 +27,7 @@ from ..graph import vocab as v
 from ..query.formats import WriteReport, write_files
 from ..query.results import SelectResult
 from ..query.sparql import DEFAULT_TIMEOUT, Backend, run_query
-from ..query.why import Facts, Governance, Provenance, Ref, provenance
+from ..query.why import Facts, Governance, Provenance, Ref, arxiv_with_version, provenance
 from ..records.indexpage import RECORD_ID_RE
 from .diagrams import (
     Neighbourhoods,
@@ -239,12 +239,13 @@ def external_link(url: str) -> str:
 
 def status_badge(status: str | None) -> str:
     if not status:
-        return '<span class="muted">no status recorded</span>'
+        return '<span class="muted">status not recorded</span>'
     return f'<span class="status status-{esc(status.lower())}">{esc(status)}</span>'
 
 
-def ref_item(ref: Ref, anthology: SiteGraph, show_kind: bool = True) -> str:
-    """One record in a list: its id linked, what it is, and its label."""
+def ref_item(ref: Ref, anthology: SiteGraph, show_kind: bool = True, quote_intro: str = "") -> str:
+    """One record in a list: its id linked, what it is, its label, and the words of a rejection reason
+    about it (``quote_intro`` says whose)."""
     facts = [ref.kind if show_kind else None, f"v{ref.version}" if ref.version else None]
     head = link(record_page(ref.id) if anthology.kind_of(ref.id) else None, ref.id)
     details = ", ".join(esc(f) for f in facts if f)
@@ -255,11 +256,13 @@ def ref_item(ref: Ref, anthology: SiteGraph, show_kind: bool = True) -> str:
         parts.append(status_badge(ref.status))
     if ref.label:
         parts.append("— " + linked(ref.label, anthology))
+    if ref.quote:
+        parts.append(f'<br><span class="muted">{esc(quote_intro)}</span><q>{linked(ref.quote, anthology)}</q>')
     return "<li>" + " ".join(parts) + "</li>"
 
 
-def ref_list(refs: Iterable[Ref], anthology: SiteGraph, show_kind: bool = True) -> str:
-    items = [ref_item(ref, anthology, show_kind) for ref in refs]
+def ref_list(refs: Iterable[Ref], anthology: SiteGraph, show_kind: bool = True, quote_intro: str = "") -> str:
+    items = [ref_item(ref, anthology, show_kind, quote_intro) for ref in refs]
     return '<ul class="refs">\n' + "\n".join(items) + "\n</ul>" if items else ""
 
 
@@ -568,8 +571,12 @@ class SiteBuilder:
         if story.reason_names:
             body += ["<h2>The reason names</h2>", ref_list(story.reason_names, anthology)]
         count = len(story.papers)
-        body.append(f"<h2>Rests on {count} paper{'s' if count != 1 else ''}</h2>")
-        body.append(ref_list(story.papers, anthology, show_kind=False) or '<p class="muted">No paper.</p>')
+        body.append(f"<h2>Attributed to {count} paper{'s' if count != 1 else ''}</h2>")
+        concerns = "its rejection reason concerns this source: "
+        body.append(
+            ref_list(story.papers, anthology, show_kind=False, quote_intro=concerns)
+            or '<p class="muted">The page attributes it to no paper.</p>'
+        )
         return story.title or "", body
 
     def _governance(self, governance: Governance) -> str:
@@ -587,8 +594,9 @@ class SiteBuilder:
         who = story.authors or "unknown authors"
         heading = story.title or (f"{who} ({story.year})" if story.year else who)
         arxiv = ""
-        if story.arxiv:
-            arxiv = f'<a href="https://arxiv.org/abs/{esc(story.arxiv)}" rel="noopener">arXiv:{esc(story.arxiv)}</a>'
+        arxiv_id = arxiv_with_version(story)
+        if arxiv_id:
+            arxiv = f'<a href="https://arxiv.org/abs/{esc(arxiv_id)}" rel="noopener">arXiv:{esc(arxiv_id)}</a>'
         body = [
             facts_list(
                 [
@@ -597,12 +605,13 @@ class SiteBuilder:
                     ("Year", esc(story.year or "")),
                     ("arXiv", arxiv),
                     ("URL", external_link(story.url) if story.url else ""),
+                    ("Locator (as written; not readable)", esc(story.locator or "")),
                     ("Topic", self._topic_link(story)),
                 ]
             )
         ]
         count = len(story.cited_by)
-        body.append(f"<h2>Cited by {count} practice{'s' if count != 1 else ''}</h2>")
+        body.append(f"<h2>{count} practice{'s' if count != 1 else ''} attributed to it</h2>")
         body.append(ref_list(story.cited_by, self.anthology, show_kind=False) or '<p class="muted">No practice.</p>')
         return heading, body
 
@@ -618,9 +627,10 @@ class SiteBuilder:
                     ("Summary", linked(story.summary, self.anthology)),
                     (
                         "Supersession chain",
-                        chain if len(story.chain) > 1 else "supersedes nothing and is superseded by nothing",
+                        chain if len(story.chain) > 1 else '<span class="muted">not recorded</span>',
                     ),
                     ("Governs", governs),
+                    ("Cited in the description of", ", ".join(link("index.html", name) for name in story.cited_in)),
                 ]
             )
         ]
