@@ -392,6 +392,26 @@ def test_unknown_query_suggests_a_close_name():
         find_canned("rejection")
 
 
+def test_a_lookup_reads_only_the_named_file(tmp_path):
+    """Running one query must not parse the others: a malformed neighbour does not stand in its way,
+    and a name that is a path reaches no file outside the folder."""
+    (tmp_path / "good.rq").write_text("#+ summary: every type\nSELECT ?t WHERE { ?s a ?t }\n", encoding="utf-8")
+    (tmp_path / "broken.rq").write_text("#+ summary: [unclosed\nSELECT * WHERE {}\n", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.rq").write_text("#+ summary: outside the folder\nSELECT * WHERE {}\n", encoding="utf-8")
+    folder = tmp_path
+    assert find_canned("good", folder).summary == "every type"
+    with pytest.raises(QueryHeaderError, match="broken.rq"):
+        find_canned("broken", folder)
+    with pytest.raises(UnknownQuery, match=r"no canned query called 'goo'; did you mean good\? .* broken, good$"):
+        find_canned("goo", folder)
+    with pytest.raises(UnknownQuery, match="no canned query called 'outside/secret'"):
+        find_canned("outside/secret", folder)
+    with pytest.raises(UnknownQuery):
+        find_canned("../" + tmp_path.name + "/good", folder)
+
+
 def test_injection_is_only_a_string_that_matches_nothing(runner, built_store, backend):
     result = invoke(runner, built_store, "query", "practices-mentioning", "-p", f"text={INJECTION}")
     assert result.exit_code == 0, result.output

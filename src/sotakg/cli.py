@@ -353,12 +353,12 @@ def queries_command(name: str | None, markdown: bool) -> None:
 
         sotakg queries practices-citing
     """
-    from .query.canned import find_canned, load_canned, queries_listing, queries_table_markdown, query_details
+    from .query.canned import find_canned, listing, load_canned, queries_table_markdown, query_details
 
     if name:
         click.echo(query_details(find_canned(name)), nl=False)
     else:
-        click.echo(queries_table_markdown() if markdown else queries_listing(load_canned()), nl=False)
+        click.echo(queries_table_markdown() if markdown else listing(load_canned()), nl=False)
 
 
 @cli.command(name="query")
@@ -571,9 +571,10 @@ def views_command(name: str | None) -> None:
         sotakg views
         sotakg views topic
     """
-    from .views.named import view_details, views_listing
+    from .query.canned import listing
+    from .views.named import load_views, view_details
 
-    click.echo(views_listing() if name is None else view_details(name), nl=False)
+    click.echo(listing(load_views()) if name is None else view_details(name), nl=False)
 
 
 @export_group.command(name="view")

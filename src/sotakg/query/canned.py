@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,20 +110,29 @@ def load_canned(directory: Path | None = None) -> list[CannedQuery]:
 
 
 def find_canned(name: str, directory: Path | None = None) -> CannedQuery:
-    """The canned query called ``name``; UnknownQuery (with a close match, if any) otherwise."""
-    return pick_named(load_canned(directory), name, UnknownQuery, "canned query", "sotakg queries")
+    """The canned query called ``name`` (only its file is read); UnknownQuery, with a close match if
+    any, otherwise."""
+    folder = directory if directory is not None else queries_dir()
+    return find_named(folder, name, read_canned, UnknownQuery, "canned query", "sotakg queries")
 
 
-def pick_named(queries: list[CannedQuery], name: str, error: type[Exception], noun: str, listing: str) -> CannedQuery:
-    """The query called ``name`` among ``queries``; otherwise ``error`` naming a close match, if any,
-    and the command that lists them."""
-    for query in queries:
-        if query.name == name:
-            return query
-    names = [q.name for q in queries]
-    close = difflib.get_close_matches(name, names, n=1)
+def find_named(
+    folder: Path,
+    name: str,
+    read: Callable[[Path], CannedQuery],
+    error: type[Exception],
+    noun: str,
+    listing: str,
+) -> CannedQuery:
+    """``read`` of the file ``NAME.rq`` of ``folder``, the other files left unread; otherwise ``error``
+    naming a close match, if any, and the command that lists them. ``name`` is looked up among the
+    folder's file names, never joined to the folder, so no name reaches a file outside it."""
+    files = {path.stem: path for path in sorted(folder.glob("*.rq"))}
+    if name in files:
+        return read(files[name])
+    close = difflib.get_close_matches(name, list(files), n=1)
     hint = f"did you mean {close[0]}? " if close else ""
-    raise error(f"no {noun} called {name!r}; {hint}'{listing}' lists them: {', '.join(names)}")
+    raise error(f"no {noun} called {name!r}; {hint}'{listing}' lists them: {', '.join(files)}")
 
 
 def read_canned(path: Path) -> CannedQuery:
@@ -387,9 +396,9 @@ def parameters_text(query: CannedQuery) -> str:
     return ", ".join(f"{p.name} ({p.type}, e.g. {p.example})" for p in query.params) or "-"
 
 
-def queries_listing(queries: Iterable[CannedQuery] | None = None) -> str:
-    """The canned queries as an aligned text table: name, parameters, summary."""
-    rows = [(q.name, parameters_text(q), q.summary) for q in (load_canned() if queries is None else queries)]
+def listing(queries: Iterable[CannedQuery]) -> str:
+    """Canned queries or views as an aligned text table: name, parameters, summary."""
+    rows = [(q.name, parameters_text(q), q.summary) for q in queries]
     header = ("NAME", "PARAMETERS", "SUMMARY")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(2)]
     lines = [f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}" for r in [header, *rows]]
@@ -419,15 +428,3 @@ def queries_table_markdown(queries: Iterable[CannedQuery] | None = None) -> str:
         summary = q.summary.replace("|", "\\|")
         lines.append(f"| `{q.name}` | {params} | {summary} |")
     return "\n".join(lines) + "\n"
-
-
-def sync_readme(readme: Path) -> bool:
-    """Rewrite the table between the README markers from the shipped queries; True if it changed."""
-    text = readme.read_text(encoding="utf-8")
-    start, end = text.find(README_START), text.find(README_END)
-    if start < 0 or end < start:
-        raise QueryHeaderError(f"{readme} has no {README_START} ... {README_END} section")
-    new = text[: start + len(README_START)] + "\n" + queries_table_markdown() + text[end:]
-    if new != text:
-        readme.write_text(new, encoding="utf-8")
-    return new != text
