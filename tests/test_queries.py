@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sotakg.cli import cli
 from sotakg.errors import ParameterProblem, QueryHeaderError, UnknownQuery
@@ -18,6 +20,7 @@ from sotakg.query.canned import (
     parse_assignments,
     queries_dir,
     queries_table_markdown,
+    quick_header,
     read_canned,
     run_canned,
 )
@@ -721,3 +724,40 @@ def test_a_rewritten_query_answers_as_its_reference_formulation(name, generated_
         answered = [tuple(map(str, row)) for row in store.query(query.text)]
         assert answered == expected
         assert len(answered) >= at_least
+
+
+# ------------------------------------------------------------------------------------------ header reader
+
+_HEADER_PIECES = [
+    "summary: Papers by year", "summary: 2023", "summary: yes", "summary: 'quoted: text'", "summary: \"dq\"",
+    "summary: it's", "summary: a # not a comment?", "summary: ends:", "summary: 1.5", "summary: null",
+    "summary: (grouped) text", "summary: ", "summary:", "description: >-", "description: >", "description: |",
+    "  folded line one", "  folded line two", "    more indented", " less", "", "  ", "params:", "params: []",
+    "  - name: paper", "    type: id", "    pattern: '^LIT-\\d{3,}$'", "    example: 2023", "    example: LIT-051",
+    "  - name: 'x''y'", "    description: >-", "      nested", "    example: on", "  -  name: odd", "#+ x",
+    "summary: Papers by year", "params:", "  - name: text",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_HEADER_PIECES), min_size=1, max_size=10))
+@settings(max_examples=1500, deadline=None)
+def test_the_quick_header_reader_agrees_with_yaml_whenever_it_answers(pieces: list[str]):
+    import yaml
+
+    source = "\n".join(pieces)
+    quick = quick_header(source)
+    if quick is None:
+        return
+    assert quick == yaml.safe_load(source)
+
+
+def test_every_shipped_header_takes_the_quick_reader():
+    """So that `sotakg query NAME` runs without importing yaml (see test_startup.py)."""
+    import yaml
+
+    from sotakg.query.canned import _header_lines
+
+    for path in [*sorted(queries_dir().glob("*.rq")), *sorted((queries_dir() / "views").glob("*.rq"))]:
+        lines, _first = _header_lines(path.read_text(encoding="utf-8"), AssertionError)
+        source = "\n".join(lines)
+        assert quick_header(source) == yaml.safe_load(source), path.name

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, Problem, UsageProblem
 from ..graph import vocab as v
-from ..records.schema import Anthology, Record, load_anthology
 from ..resources import resource_dir
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
+
+    from ..records.schema import Anthology, Record
 
 RULES = "https://w3id.org/sotakg/shapes#"
 REPORT_FIELD = RULES + "reportField"
@@ -462,6 +463,8 @@ def validate(
     data = None
     try:
         if endpoint is not None:
+            from ..records.schema import load_anthology
+
             anthology = load_anthology(data_dir)
         else:
             from ..graph.build import read_data
