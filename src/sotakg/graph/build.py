@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,7 @@ def build(
     wait_seconds: float = 0.0,
     guard: InterruptGuard | None = None,
     data: DataRead | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> BuildReport:
     """Build the store from ``data_dir`` unless it is already up to date (``force`` rebuilds anyway).
 
@@ -52,8 +54,10 @@ def build(
     generation and swapped in atomically, so an error or an interruption leaves the previous store
     as it was. With a ``guard`` installed, an interruption that arrives once the swap has begun is held
     until the build is done. ``data`` is the folder as ``read_data`` already read it, so a caller that
-    needs the records too reads each file once. Raises DataError, StoreBusy or StoreError.
+    needs the records too reads each file once. ``progress(done, total, step)`` hears of each step of
+    a rebuild. Raises DataError, StoreBusy or StoreError.
     """
+    step = progress or (lambda done, total, name: None)
     started = time.perf_counter()
     layout = StoreLayout(store_path)
     with build_lock(layout, wait_seconds):
@@ -73,11 +77,14 @@ def build(
                 manifest.get("triples", 0),
                 time.perf_counter() - started,
             )
+        step(0, 3, "reading the records")
         anthology = data.anthology if data is not None else _read_records(data_dir, scanned)
         generation = layout.new_generation()
         committed = False
         try:
+            step(1, 3, "loading the graph")
             triples = _load_generation(generation / DATABASE, anthology)
+            step(2, 3, "swapping it in")
             counts = anthology.counts()
             write_manifest(generation, scanned, counts, triples)
             if guard is not None:
@@ -89,6 +96,7 @@ def build(
                 remove_path(generation)
         if current is not None and not generation_in_use(current):
             remove_path(current)
+        step(3, 3, "built")
     return BuildReport(store_path, True, counts, triples, time.perf_counter() - started)
 
 

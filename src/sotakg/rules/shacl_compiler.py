@@ -1495,15 +1495,20 @@ class CompiledShapes:
         self.targeted = sorted((s for s in shapes if s.targets), key=lambda s: s.name)
         self.last_query_count = 0
 
-    def validate(self, data: Store) -> ValidationReport:
-        """Validate the default graph of ``data``; results are deduplicated and sorted."""
+    def validate(self, data: Store, progress: Callable[[int, int, str], None] | None = None) -> ValidationReport:
+        """Validate the default graph of ``data``; results are deduplicated and sorted. ``progress(done,
+        total, shape)`` is told of each targeted shape before it runs, and once more at the end."""
         evaluator = _Evaluator(data)
         found: dict[ValidationResult, str] = {}  # result -> the first targeted shape that produced it
-        for shape in self.targeted:
+        for done, shape in enumerate(self.targeted):
+            if progress is not None:
+                progress(done, len(self.targeted), shape.name)
             if shape.deactivated:
                 continue
             for result in evaluator.evaluate(shape, evaluator.targets_focus(shape)):
                 found.setdefault(result, shape.name)
+        if progress is not None:
+            progress(len(self.targeted), len(self.targeted), "done")
         self.last_query_count = evaluator.queries
         results = tuple(
             sorted(

@@ -231,16 +231,20 @@ def rule_table_markdown(paths: Sequence[Path] | None = None) -> str:
 
 # ------------------------------------------------------------------------------------ engines
 
-#: An engine runs the shapes files over the store's default graph and returns the raw results.
-Engine = Callable[["Store", Sequence[Path]], list[RawResult]]
+#: ``progress(done, total, step)``: told of each step of a long validation (a progress bar listens).
+Progress = Callable[[int, int, str], None]
+#: An engine runs the shapes files over the store's default graph and returns the raw results; it may
+#: report its progress.
+Engine = Callable[["Store", Sequence[Path], "Progress | None"], list[RawResult]]
 
 
 #: Parsed SHACL-SPARQL queries by text, kept for the process (the texts come from the shapes files).
 _PREPARED_QUERIES: dict[tuple[frozenset[str], str], Any] = {}
 
 
-def pyshacl_engine(store: Store, shapes: Sequence[Path]) -> list[RawResult]:
-    """Run the shapes with pySHACL (the reference engine) over the store's default graph."""
+def pyshacl_engine(store: Store, shapes: Sequence[Path], progress: Progress | None = None) -> list[RawResult]:
+    """Run the shapes with pySHACL (the reference engine) over the store's default graph (pySHACL
+    reports no progress)."""
     import pyshacl
     import rdflib
     from pyoxigraph import DefaultGraph
@@ -378,7 +382,7 @@ def _rdflib_path_text(graph: Any, node: Any) -> str:
 _COMPILED: dict[tuple[tuple[str, int, int], ...], Any] = {}
 
 
-def sparql_engine(store: Store, shapes: Sequence[Path]) -> list[RawResult]:
+def sparql_engine(store: Store, shapes: Sequence[Path], progress: Progress | None = None) -> list[RawResult]:
     """The shapes compiled to SPARQL and run on the store itself, one query per constraint over all
     focus nodes (sotakg.shacl_compiler). A shape the compiler does not support is never skipped: the
     whole validation falls back to pySHACL, saying so on standard error."""
@@ -398,7 +402,7 @@ def sparql_engine(store: Store, shapes: Sequence[Path]) -> list[RawResult]:
             compiled = compile_shapes(graph)
         except UnsupportedShape as error:
             print(f"warning: the sparql engine cannot run these shapes ({error}); using pyshacl", file=sys.stderr)
-            return pyshacl_engine(store, shapes)
+            return pyshacl_engine(store, shapes, progress)
         _COMPILED.clear()
         _COMPILED[key] = compiled
     return [
@@ -410,7 +414,7 @@ def sparql_engine(store: Store, shapes: Sequence[Path]) -> list[RawResult]:
             severity=result.severity,
             message=sorted(result.messages)[0] if result.messages else None,
         )
-        for result in compiled.validate(store).results
+        for result in compiled.validate(store, progress).results
     ]
 
 
@@ -447,13 +451,15 @@ def validate(
     endpoint: str | None = None,
     graph: str | None = None,
     timeout: float = 30.0,
+    progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate the data folder against the filing rules, building the store first if it is stale.
 
     Data files that cannot be read are reported as ``data-readable`` findings (the store is left
     alone); a missing data folder raises DataFolderMissing (a UsageProblem). With ``endpoint``, the
     rules run over the graph published there (``graph`` names a named graph) instead of the embedded
-    store; the data folder still gives the file and line of each finding.
+    store; the data folder still gives the file and line of each finding. ``progress`` hears of the
+    reading of the data and of each shape the engine runs.
     """
     if graph is not None and endpoint is None:
         raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
@@ -461,6 +467,8 @@ def validate(
     paths = list(shapes) if shapes is not None else shapes_paths()
     rules = load_rules(paths)
     data = None
+    if progress is not None:
+        progress(0, 1, "reading the data")
     try:
         if endpoint is not None:
             from ..records.schema import load_anthology
@@ -485,7 +493,7 @@ def validate(
         from ..graph.open import open_graph
 
         store = open_graph(data_dir, store_path, data)
-    return _report(run(store, paths), anthology, rules, engine)
+    return _report(run(store, paths, progress), anthology, rules, engine)
 
 
 def validate_store(
@@ -497,7 +505,7 @@ def validate_store(
     """Validate a store already holding ``anthology`` (and whatever else it holds) against the rules."""
     run = engine_named(engine)
     paths = list(shapes) if shapes is not None else shapes_paths()
-    return _report(run(store, paths), anthology, load_rules(paths), engine)
+    return _report(run(store, paths, None), anthology, load_rules(paths), engine)
 
 
 def _report(raw: Iterable[RawResult], anthology: Anthology, rules: list[Rule], engine: str) -> ValidationReport:
