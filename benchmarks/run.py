@@ -355,7 +355,7 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
         "SPARQL engine validate (library, cold)",
         [sys.executable, "-c", _VALIDATE_SPARQL, str(data), str(store), str(shapes_nt)],
         scratch,
-        note="until `sotakg validate --engine` exists: a new process opens the store, compiles, validates",
+        note="the engine alone: a new process opens the store, compiles the shapes and validates",
     )
     top = cli_help(runner)
     commands = commands_of(top)
