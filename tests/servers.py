@@ -1,5 +1,7 @@
 """Servers for the sharing tests, all on loopback and all stopping by themselves: a real Oxigraph
-server, a stub HTTP server with a canned answer, a port that accepts and never answers, a closed port."""
+server, a real Virtuoso (in a temporary folder, stopped by its pid), a stub HTTP server with a canned
+or scripted answer (Digest authentication among them), a port that accepts and never answers, a
+closed port."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +97,9 @@ class Stub:
     drip_seconds: float | None = None  # send the body one byte at a time, this far apart
     requests: list[Seen] = field(default_factory=list)
     url: str = ""
+    #: Answer each request as this says, (status, headers, body), instead of the fields above.
+    respond: Callable[[Seen], tuple[int, dict[str, str], bytes]] | None = None
+    host: str = LOOPBACK
 
 
 @contextmanager
@@ -105,7 +110,18 @@ def stub_server(stub: Stub) -> Iterator[Stub]:
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            stub.requests.append(Seen(self.command, self.path, dict(self.headers), body))
+            seen = Seen(self.command, self.path, dict(self.headers), body)
+            stub.requests.append(seen)
+            if stub.respond is not None:
+                status, headers, answer = stub.respond(seen)
+                self.send_response(status)
+                for name, value in {"Content-Type": "text/plain", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(answer)
+                return
             self.send_response(stub.status)
             self.send_header("Content-Type", stub.content_type)
             size = stub.content_length if stub.content_length is not None else len(stub.body)
@@ -125,16 +141,16 @@ def stub_server(stub: Stub) -> Iterator[Stub]:
                     return
                 time.sleep(stub.drip_seconds)
 
-        do_GET = do_POST = do_PUT = do_DELETE = _answer
+        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _answer
 
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Handler)
+    server = http.server.ThreadingHTTPServer((stub.host, 0), Handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    stub.url = f"http://{LOOPBACK}:{server.server_address[1]}"
+    stub.url = f"http://{stub.host}:{server.server_address[1]}"
     try:
         yield stub
     finally:
@@ -155,3 +171,165 @@ def silent_port() -> Iterator[int]:
 def closed_port() -> int:
     """A loopback port nothing listens on."""
     return free_port()
+
+
+# ------------------------------------------------------------------------------------------ Digest
+
+
+def digest_response(method: str, uri: str, fields: dict[str, str], user: str, password: str, realm: str) -> str:
+    """RFC 7616's response for qop=auth with MD5, computed here independently of sotakg's code."""
+    import hashlib
+
+    def md5(text: str) -> str:
+        return hashlib.md5(text.encode()).hexdigest()
+
+    secret = md5(f"{user}:{realm}:{password}")
+    return md5(f"{secret}:{fields['nonce']}:{fields['nc']}:{fields['cnonce']}:auth:{md5(f'{method}:{uri}')}")
+
+
+def digest_fields(header: str) -> dict[str, str]:
+    import re
+
+    return {
+        key: value.strip('"') for key, value in re.findall(r'(\w+)=("[^"]*"|[^,\s]+)', header.removeprefix("Digest "))
+    }
+
+
+def digest_guard(user: str, password: str, then: Callable[[Seen], tuple[int, dict[str, str], bytes]]):
+    """A ``Stub.respond`` that asks for Digest (as Virtuoso does: no Basic offered), checks the answer
+    to its challenge, and passes requests that answer it right on to ``then``."""
+    realm, nonce = "SPARQL", "5f1a8b0c0d"
+    challenge = f'Digest realm="{realm}", nonce="{nonce}", opaque="0pq", qop="auth", algorithm="MD5"'
+
+    def respond(seen: Seen) -> tuple[int, dict[str, str], bytes]:
+        header = seen.headers.get("Authorization", "")
+        if header.startswith("Digest "):
+            fields = digest_fields(header)
+            expected = digest_response(seen.method, seen.path, fields, user, password, realm)
+            if (
+                fields.get("username") == user
+                and fields.get("nonce") == nonce
+                and fields.get("uri") == seen.path
+                and fields.get("opaque") == "0pq"
+                and fields.get("response") == expected
+            ):
+                return then(seen)
+        return 401, {"WWW-Authenticate": challenge, "Content-Type": "text/html"}, b"<html>Unauthorized</html>"
+
+    return respond
+
+
+# ------------------------------------------------------------------------------------------ Virtuoso
+
+VIRTUOSO_INSTALL = "apt-get install -y virtuoso-opensource"
+VIRTUOSO_USER, VIRTUOSO_PASSWORD = "sotakg", "publish-pw"
+VIRTUOSO_INI = """\
+[Database]
+DatabaseFile       = {db}/virtuoso.db
+ErrorLogFile       = {db}/virtuoso.log
+LockFile           = {db}/virtuoso.lck
+TransactionFile    = {db}/virtuoso.trx
+xa_persistent_file = {db}/virtuoso.pxa
+ErrorLogLevel      = 7
+FileExtend         = 200
+MaxCheckpointRemap = 2000
+Striping           = 0
+TempStorage        = TempDatabase
+
+[TempDatabase]
+DatabaseFile       = {db}/virtuoso-temp.db
+TransactionFile    = {db}/virtuoso-temp.trx
+MaxCheckpointRemap = 2000
+Striping           = 0
+
+[Parameters]
+ServerPort           = 127.0.0.1:{sql_port}
+DisableUnixSocket    = 1
+MaxClientConnections = 8
+CheckpointInterval   = 0
+NumberOfBuffers      = 10000
+MaxDirtyBuffers      = 6000
+DirsAllowed          = {db}
+ThreadsPerQuery      = 2
+AsyncQueueMaxThreads = 4
+
+[HTTPServer]
+ServerPort           = 127.0.0.1:{http_port}
+ServerRoot           = {db}
+MaxClientConnections = 8
+ServerThreads        = 8
+EnabledDavVSP        = 0
+
+[SPARQL]
+; Virtuoso cuts SELECT answers at this many rows without saying so: well above any answer here.
+ResultSetMaxRows      = 1000000
+MaxQueryExecutionTime = 60
+"""
+#: What publishing needs: an account of its own, allowed SPARQL Update and writing every graph; the
+#: anonymous SPARQL user may only read.
+VIRTUOSO_GRANTS = (
+    f"DB.DBA.USER_CREATE('{VIRTUOSO_USER}', '{VIRTUOSO_PASSWORD}'); "
+    f'GRANT SPARQL_UPDATE TO "{VIRTUOSO_USER}"; '
+    f"DB.DBA.RDF_DEFAULT_USER_PERMS_SET('{VIRTUOSO_USER}', 3); "
+    "DB.DBA.RDF_DEFAULT_USER_PERMS_SET('nobody', 1);"
+)
+
+
+@dataclass(frozen=True)
+class Virtuoso:
+    """A running Virtuoso: its HTTP base URL and the account that may publish."""
+
+    base: str
+    user: str = VIRTUOSO_USER
+    password: str = VIRTUOSO_PASSWORD
+
+
+def virtuoso_missing() -> str | None:
+    """Why Virtuoso cannot run here (with the command that installs it), or None."""
+    import shutil
+
+    missing = [name for name in ("virtuoso-t", "isql-vt") if shutil.which(name) is None]
+    if missing:
+        return f"{' and '.join(missing)} not installed; install Virtuoso 7 with: {VIRTUOSO_INSTALL}"
+    return None
+
+
+@contextmanager
+def virtuoso(folder: Path, seconds: float = 90.0) -> Iterator[Virtuoso]:
+    """A real Virtuoso 7 in ``folder`` on free loopback ports, with the publishing account granted by
+    ``isql-vt``; stopped by its pid at the end."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sql_port, http_port = free_port(), free_port()
+    ini = folder / "virtuoso.ini"
+    ini.write_text(VIRTUOSO_INI.format(db=folder, sql_port=sql_port, http_port=http_port), encoding="utf-8")
+    log = (folder / "stdout.log").open("wb")
+    process = subprocess.Popen(
+        ["virtuoso-t", "+foreground", "+configfile", str(ini)],
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        base = f"http://{LOOPBACK}:{http_port}"
+        try:
+            wait_until_answers(base + "/sparql?query=ASK%7B%7D", process, seconds)
+        except AssertionError as error:
+            tail = (
+                (folder / "virtuoso.log").read_text(errors="replace")[-2000:]
+                if (folder / "virtuoso.log").exists()
+                else ""
+            )
+            raise AssertionError(f"{error}\n{tail}") from None
+        subprocess.run(
+            ["isql-vt", f"{LOOPBACK}:{sql_port}", "dba", "dba", f"exec={VIRTUOSO_GRANTS}"],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            timeout=60,
+        )
+        yield Virtuoso(base)
+    finally:
+        stop(process)
+        log.close()

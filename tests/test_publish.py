@@ -1,5 +1,7 @@
-"""`sotakg publish`: one Graph Store PUT of the whole graph, credentials from the environment only, and
-clear errors for a closed port, an unknown host, a silent server, 401, 500 and a graph over the cap."""
+"""`sotakg publish`: the graph streamed into a staging graph and swapped in with one MOVE (or one PUT
+with --no-swap), credentials from the environment only (Bearer, or Basic and Digest as the server asks),
+and clear errors for a closed port, an unknown host, a silent server, 401, 403, 500, an HTML error
+page, a redirect and a graph over the cap."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from sotakg.cli import cli
 from sotakg.errors import UsageProblem
 from sotakg.server.publish import graph_store_url, parse_size
 
-from .servers import Stub, closed_port, oxigraph, silent_port, stub_server
+from .servers import Stub, closed_port, digest_fields, digest_guard, oxigraph, silent_port, stub_server
 
 GRAPH = "https://example.org/graphs/sotakg"
 NO_CREDENTIALS = {"SOTAKG_USER": None, "SOTAKG_PASSWORD": None, "SOTAKG_TOKEN": None}
@@ -77,28 +79,182 @@ def test_publish_to_a_named_graph_replaces_it_whole(runner, built_store, data_co
     assert count(target, GRAPH) == published
 
 
-def test_the_request_is_one_put_of_ntriples_with_credentials_from_the_environment(runner, built_store):
+STAGING = "urn%3Asotakg%3Astaging%3A"
+
+
+def ok(seen) -> tuple[int, dict[str, str], bytes]:
+    return 204, {}, b""
+
+
+def test_the_graph_is_staged_then_swapped_in_with_one_move(runner, built_store):
     with stub_server(Stub(status=204)) as stub:
-        token = publish(runner, built_store, "--endpoint", f"{stub.url}/ds/data", env={"SOTAKG_TOKEN": "s3cret"})
-        basic = publish(
-            runner,
-            built_store,
-            "--endpoint",
-            f"{stub.url}/ds/data?x=1",
-            "--graph",
-            GRAPH,
-            env={"SOTAKG_USER": "ann", "SOTAKG_PASSWORD": "pa:ss"},
+        result = publish(runner, built_store, "--endpoint", f"{stub.url}/ds/data", env={"SOTAKG_TOKEN": "s3cret"})
+    assert result.exit_code == 0, result.output
+    put, move = stub.requests
+    assert put.method == "PUT" and put.path.startswith(f"/ds/data?graph={STAGING}")
+    assert put.headers["Content-Type"] == "application/n-triples"
+    assert put.headers["Content-Length"] == "109908" and "Transfer-Encoding" not in put.headers
+    assert put.headers["Authorization"] == "Bearer s3cret"
+    assert len(put.body) == 109908 and put.body.count(b"\n") == 784
+    staging = urllib.parse.unquote(put.path.split("graph=", 1)[1])
+    assert (move.method, move.path) == ("POST", "/ds/update")
+    assert move.headers["Content-Type"] == "application/x-www-form-urlencoded"
+    assert move.headers["Authorization"] == "Bearer s3cret"
+    assert urllib.parse.parse_qs(move.body.decode()) == {"update": [f"MOVE <{staging}> TO DEFAULT"]}
+    assert result.stdout.startswith(
+        f"Published 784 triples (109908 bytes of N-Triples) to the default graph at {stub.url}/ds/data?default "
+        f"(HTTP 204), staged and swapped in with one MOVE at {stub.url}/ds/update, in "
+    )
+
+
+def test_a_named_graph_moves_onto_that_graph(runner, built_store):
+    with stub_server(Stub(status=204)) as stub:
+        result = publish(
+            runner, built_store, "--endpoint", f"{stub.url}/x/gsp", "--update-endpoint", f"{stub.url}/x/up",
+            "--graph", GRAPH,
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    put, move = stub.requests
+    staging = urllib.parse.unquote(put.path.split("graph=", 1)[1])
+    assert staging.startswith("urn:sotakg:staging:")
+    assert move.path == "/x/up"
+    assert urllib.parse.parse_qs(move.body.decode()) == {"update": [f"MOVE <{staging}> TO <{GRAPH}>"]}
+    assert "Authorization" not in put.headers
+
+
+def test_no_swap_is_one_put_onto_the_target(runner, built_store):
+    with stub_server(Stub(status=204)) as stub:
+        result = publish(runner, built_store, "--endpoint", f"{stub.url}/ds/data?x=1", "--graph", GRAPH, "--no-swap")
+    assert result.exit_code == 0, result.output
+    (put,) = stub.requests
+    assert (put.method, put.path) == ("PUT", "/ds/data?x=1&graph=https%3A%2F%2Fexample.org%2Fgraphs%2Fsotakg")
+    assert "in one PUT (no update endpoint to swap it in with)" in result.stdout
+
+
+def test_an_unknown_layout_without_update_endpoint_is_one_put(runner, built_store):
+    with stub_server(Stub(status=201)) as stub:
+        result = publish(runner, built_store, "--endpoint", f"{stub.url}/graphs")
+    assert result.exit_code == 0, result.output
+    assert [(r.method, r.path) for r in stub.requests] == [("PUT", "/graphs?default")]
+
+
+def test_basic_is_sent_only_when_the_server_asks_for_it(runner, built_store):
+    user = {"SOTAKG_USER": "ann", "SOTAKG_PASSWORD": "pa:ss"}
+    basic = "Basic " + base64.b64encode(b"ann:pa:ss").decode()
+
+    def guard(seen):
+        if seen.headers.get("Authorization") == basic:
+            return 204, {}, b""
+        return 401, {"WWW-Authenticate": 'Basic realm="sparql"'}, b"who are you?"
+
+    with stub_server(Stub(respond=guard)) as stub:
+        result = publish(runner, built_store, "--endpoint", f"{stub.url}/store", env=user)
+    assert result.exit_code == 0, result.output
+    methods = [(r.method, r.headers.get("Authorization")) for r in stub.requests]
+    # A bodiless HEAD learns the scheme, so the graph is sent once; the update reuses what was learned.
+    assert methods == [("HEAD", None), ("PUT", basic), ("POST", basic)]
+
+
+def test_digest_is_negotiated_from_the_challenge(runner, built_store):
+    user = {"SOTAKG_USER": "ann", "SOTAKG_PASSWORD": "pw-for-digest"}
+    with stub_server(Stub(respond=digest_guard("ann", "pw-for-digest", ok))) as stub:
+        result = publish(
+            runner, built_store, "--endpoint", f"{stub.url}/sparql-graph-crud-auth", "--graph", GRAPH, env=user
         )
-        anonymous = publish(runner, built_store, "--endpoint", f"{stub.url}/ds/data")
-    assert (token.exit_code, basic.exit_code, anonymous.exit_code) == (0, 0, 0), token.output + basic.output
-    first, second, third = stub.requests
-    assert (first.method, first.path) == ("PUT", "/ds/data?default")
-    assert first.headers["Content-Type"] == "application/n-triples"
-    assert first.headers["Authorization"] == "Bearer s3cret"
-    assert len(first.body) == 109908 and first.body.count(b"\n") == 784
-    assert (second.method, second.path) == ("PUT", "/ds/data?x=1&graph=https%3A%2F%2Fexample.org%2Fgraphs%2Fsotakg")
-    assert second.headers["Authorization"] == "Basic " + base64.b64encode(b"ann:pa:ss").decode()
-    assert "Authorization" not in third.headers
+    assert result.exit_code == 0, result.output
+    head, put, move = stub.requests
+    assert head.method == "HEAD" and "Authorization" not in head.headers
+    assert put.method == "PUT" and len(put.body) == 109908
+    assert move.path == "/sparql-auth"
+    fields = [digest_fields(r.headers["Authorization"]) for r in (put, move)]
+    assert [f["nc"] for f in fields] == ["00000001", "00000002"]
+    assert fields[0]["cnonce"] != fields[1]["cnonce"]
+    assert all("pw-for-digest" not in r.headers["Authorization"] for r in (put, move))
+    assert "pw-for-digest" not in result.output
+
+
+def test_a_wrong_digest_password_is_refused_and_not_echoed(runner, built_store):
+    user = {"SOTAKG_USER": "ann", "SOTAKG_PASSWORD": "wrong-password"}
+    with stub_server(Stub(respond=digest_guard("ann", "right-password", ok))) as stub:
+        result = publish(runner, built_store, "--endpoint", f"{stub.url}/store", "--no-swap", env=user)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: {stub.url}/store?default answered HTTP 401 Unauthorized: Unauthorized\n"
+        "the credentials from SOTAKG_USER/SOTAKG_PASSWORD were refused; check them\n"
+    )
+    assert len(stub.requests) == 3  # HEAD for the challenge, the PUT once with Digest, and no more
+    assert "wrong-password" not in result.output
+
+
+def test_403_says_read_only_without_a_credentials_hint(runner, built_store):
+    for env in ({}, {"SOTAKG_TOKEN": "t"}):
+        with stub_server(Stub(status=403, body=b"writes are disabled on this replica")) as stub:
+            result = publish(runner, built_store, "--endpoint", f"{stub.url}/store", "--no-swap", env=env)
+        assert result.exit_code == 1
+        assert result.stderr == (
+            f"Error: {stub.url}/store?default answered HTTP 403 Forbidden: writes are disabled on this replica\n"
+            "the server is read-only here: it refuses to change the graph\n"
+        )
+
+
+def test_a_read_only_oxigraph_says_so(runner, built_store):
+    from sotakg.graph.store import DATABASE, StoreLayout
+
+    database = StoreLayout(built_store[1]).current_generation() / DATABASE  # type: ignore[operator]
+    with oxigraph(database, read_only=True) as base:
+        result = publish(runner, built_store, "--endpoint", f"{base}/store", "--graph", GRAPH)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == "the server is read-only here: it refuses to change the graph"
+    assert "SOTAKG_USER" not in result.stderr
+
+
+def test_an_html_error_page_shows_the_servers_reason(runner, built_store):
+    page = (
+        b'<!DOCTYPE HTML PUBLIC "-//IETF//DTD HTML 2.0//EN">\n<html><head><title>SPARQL Graph Protocol request '
+        b"failed</title></head><body><h1>HTTP/1.1 500 Request Failed</h1><h3>Error 22023</h3>\n<xmp>The request "
+        b'to SPARQL 1.1 Graph Store endpoint contains "default" param but the endpoint is not configured to have '
+        b"default graph</xmp></body></html>"
+    )
+    with stub_server(Stub(status=500, body=page, content_type="text/html; charset=UTF-8")) as stub:
+        result = publish(runner, built_store, "--endpoint", f"{stub.url}/sparql-graph-crud", "--no-swap")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: {stub.url}/sparql-graph-crud?default answered HTTP 500 Internal Server Error: HTTP/1.1 500 Request "
+        'Failed Error 22023 The request to SPARQL 1.1 Graph Store endpoint contains "default" param but the '
+        "endpoint is not configured to have default graph\n"
+        "this server has no default graph to replace: pass --graph IRI to publish into a named graph\n"
+    )
+
+
+def test_a_failed_swap_leaves_the_target_and_drops_the_staging_graph(runner, built_store):
+    def refuse_move(seen):
+        if seen.method == "POST" and b"MOVE" in seen.body:
+            return 404, {}, b"no such endpoint"
+        return 204, {}, b""
+
+    with stub_server(Stub(respond=refuse_move)) as stub:
+        result = publish(runner, built_store, "--endpoint", f"{stub.url}/store", "--graph", GRAPH)
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        f"answered HTTP 404 Not Found: no such endpoint\n"
+        "is it the server's SPARQL Update endpoint? give the right one with --update-endpoint\n"
+        f"the graph at {stub.url}/store?graph=https%3A%2F%2Fexample.org%2Fgraphs%2Fsotakg was left as it was\n"
+    )
+    put, move, drop = stub.requests
+    staging = urllib.parse.unquote(put.path.split("graph=", 1)[1])
+    assert urllib.parse.parse_qs(drop.body.decode()) == {"update": [f"DROP SILENT GRAPH <{staging}>"]}
+
+
+def test_progress_is_reported_up_to_the_whole_size(built_store):
+    from sotakg.server.publish import publish as publish_graph
+
+    seen: list[tuple[int, int]] = []
+    with stub_server(Stub(status=204)) as stub:
+        publish_graph(
+            *built_store, f"{stub.url}/store", environ={}, progress=lambda sent, total: seen.append((sent, total))
+        )
+    assert seen and seen[-1] == (109908, 109908)
+    assert [sent for sent, _ in seen] == sorted(sent for sent, _ in seen)
 
 
 def test_half_set_or_doubled_credentials_are_refused(runner, built_store):
@@ -148,41 +304,51 @@ def test_an_unknown_host_is_named(runner, built_store, monkeypatch):
 
 def test_401_says_which_variables_to_set(runner, built_store):
     with stub_server(Stub(status=401, body=b"Unauthorized: who are you?")) as stub:
-        anonymous = publish(runner, built_store, "--endpoint", f"{stub.url}/store")
-        refused = publish(runner, built_store, "--endpoint", f"{stub.url}/store", env={"SOTAKG_TOKEN": "old"})
+        anonymous = publish(runner, built_store, "--endpoint", f"{stub.url}/store", "--no-swap")
+        refused = publish(
+            runner, built_store, "--endpoint", f"{stub.url}/store", "--no-swap", env={"SOTAKG_TOKEN": "old"}
+        )
     assert anonymous.exit_code == 1
     assert anonymous.stderr == (
         f"Error: {stub.url}/store?default answered HTTP 401 Unauthorized: Unauthorized: who are you?\n"
-        "the server wants credentials: set SOTAKG_USER and SOTAKG_PASSWORD (basic authentication) or "
-        "SOTAKG_TOKEN (a bearer token) in the environment\n"
+        "the server wants credentials: set SOTAKG_USER and SOTAKG_PASSWORD (Basic or Digest, as the server asks) "
+        "or SOTAKG_TOKEN (a bearer token) in the environment\n"
     )
     assert refused.exit_code == 1
-    assert "the credentials from SOTAKG_TOKEN were refused or lack the right; check them\n" in refused.stderr
+    assert refused.stderr.endswith("\nthe credentials from SOTAKG_TOKEN were refused; check them\n")
 
 
 def test_500_shows_status_and_an_excerpt_of_the_body(runner, built_store):
     body = b"boom: the disk is full\n" + b"x" * 5000
     with stub_server(Stub(status=500, body=body)) as stub:
-        result = publish(runner, built_store, "--endpoint", f"{stub.url}/store")
+        result = publish(runner, built_store, "--endpoint", f"{stub.url}/store", "--no-swap")
     assert result.exit_code == 1
     first_line = result.stderr.splitlines()[0]
     assert first_line.startswith(f"Error: {stub.url}/store?default answered HTTP 500 Internal Server Error: boom: the")
-    assert first_line.endswith("x…") and len(first_line) < 300
+    assert first_line.endswith("x…")
+    assert len(first_line.split(": ", 1)[1].split(": ", 1)[1]) == 300  # the reason, cut at 300 characters
 
 
 def test_404_asks_whether_it_is_the_graph_store_endpoint(runner, built_store):
     with stub_server(Stub(status=404, body=b"not here")) as stub:
-        result = publish(runner, built_store, "--endpoint", f"{stub.url}/sparql")
+        result = publish(runner, built_store, "--endpoint", f"{stub.url}/sparql", "--no-swap")
     assert result.exit_code == 1
     assert "is it the server's Graph Store endpoint? (Oxigraph: http://HOST:7878/store" in result.stderr
 
 
-def test_a_redirect_is_reported_not_followed(runner, built_store):
-    with stub_server(Stub(status=307, headers={"Location": "http://127.0.0.1:9/elsewhere"})) as stub:
-        result = publish(runner, built_store, "--endpoint", f"{stub.url}/store", env={"SOTAKG_TOKEN": "t"})
+def test_a_redirect_to_another_host_is_not_followed_with_credentials(runner, built_store):
+    with stub_server(Stub(status=204, host="127.0.0.2")) as elsewhere:
+        moved = Stub(status=307, headers={"Location": f"{elsewhere.url}/store?default"})
+        with stub_server(moved) as stub:
+            result = publish(
+                runner, built_store, "--endpoint", f"{stub.url}/store", "--no-swap", env={"SOTAKG_TOKEN": "t"}
+            )
     assert result.exit_code == 1
-    assert "it redirects to http://127.0.0.1:9/elsewhere; give that URL instead" in result.stderr
+    assert f"it redirects to {elsewhere.url}/store?default; give that URL instead (redirects are not followed)" in (
+        result.stderr
+    )
     assert len(stub.requests) == 1
+    assert elsewhere.requests == []
 
 
 def test_a_silent_server_times_out(runner, built_store):
@@ -191,7 +357,8 @@ def test_a_silent_server_times_out(runner, built_store):
         result = publish(runner, built_store, "--endpoint", f"http://127.0.0.1:{port}/store", "--timeout", "0.5")
         elapsed = time.monotonic() - started
     assert result.exit_code == 1
-    assert result.stderr == f"Error: http://127.0.0.1:{port}/store?default did not answer within 0.5 s\n"
+    assert result.stderr.startswith(f"Error: http://127.0.0.1:{port}/store?graph={STAGING}")
+    assert result.stderr.endswith(" did not answer within 0.5 s\n")
     assert elapsed < 5
 
 
@@ -216,6 +383,43 @@ def test_cleartext_credentials_to_another_machine_are_warned_about(runner, built
     assert cleartext_warning("https://sparql.example.org/store", env) is None
     assert cleartext_warning("http://127.0.0.1:7878/store", env) is None
     assert cleartext_warning("http://sparql.example.org/store", {}) is None
+
+
+def _no_network(monkeypatch):
+    """Name lookups fail at once: the commands below never reach the network."""
+
+    def no_such_host(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_host)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["publish", "--endpoint", "http://sparql.example.org/store"],
+        ["sparql", "ASK {}", "--endpoint", "http://sparql.example.org/query"],
+        ["query", "adrs", "--endpoint", "http://sparql.example.org/query"],
+        ["why", "SOTA-049", "--endpoint", "http://sparql.example.org/query"],
+        ["validate", "--endpoint", "http://sparql.example.org/query"],
+    ],
+    ids=["publish", "sparql", "query", "why", "validate"],
+)
+def test_the_commands_warn_about_cleartext_credentials(runner, built_store, monkeypatch, command):
+    _no_network(monkeypatch)
+    data, store_path = built_store
+    for env, warned in [({"SOTAKG_USER": "ann", "SOTAKG_PASSWORD": "pw"}, True), ({}, False)]:
+        result = runner.invoke(
+            cli, ["--data", str(data), "--store", str(store_path), *command], env={**NO_CREDENTIALS, **env}
+        )
+        assert result.exit_code == 1
+        warning = (
+            "warning: the credentials from SOTAKG_USER/SOTAKG_PASSWORD are sent unencrypted to sparql.example.org; "
+            "use an https:// URL\n"
+        )
+        assert result.stderr.startswith(warning) is warned, result.stderr
+        assert "cannot find the host sparql.example.org" in result.stderr
+        assert "pw" not in result.stderr.replace("https", "")
 
 
 @pytest.mark.parametrize(
@@ -250,3 +454,39 @@ def test_bad_addresses_are_usage_errors(runner, built_store, args, message):
     result = publish(runner, built_store, *args)
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_a_progress_bar_shows_on_a_terminal_once_a_second_has_passed(monkeypatch):
+    import io
+    import sys
+
+    from sotakg import cli as cli_module
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    now = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with cli_module._upload_progress() as progress:
+        assert progress is not None
+        now[0] = 100.5
+        progress(10_000, 109_908)
+        assert terminal.getvalue() == ""  # under a second: no bar
+        now[0] = 101.5
+        progress(60_000, 109_908)
+        progress(109_908, 109_908)
+    assert "Publishing" in terminal.getvalue() and "100%" in terminal.getvalue()
+
+
+def test_no_progress_bar_in_ci_logs(monkeypatch):
+    import io
+    import sys
+
+    from sotakg import cli as cli_module
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    with cli_module._upload_progress() as progress:
+        assert progress is None

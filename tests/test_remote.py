@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,14 @@ from sotakg.graph.store import DATABASE, StoreLayout
 from sotakg.graph.vocab import PREFIXES
 from sotakg.query.canned import load_canned
 from sotakg.query.remote import RemoteBackend, fetch_graph, prologue, with_values
-from sotakg.query.results import GraphResult, SelectResult
+from sotakg.query.results import AskResult, GraphResult, SelectResult
 from sotakg.query.sparql import run_query
 from sotakg.server.publish import publish
 from sotakg.server.serve import OxigraphServer, free_port
 
-from .servers import Stub, closed_port, oxigraph, silent_port, stub_server
+from .servers import Stub, closed_port, digest_guard, oxigraph, silent_port, stub_server
+
+XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
 
 GRAPH = "https://example.org/graphs/sotakg"
 CANNED = load_canned()
@@ -101,21 +104,158 @@ def test_ad_hoc_select_ask_and_construct_match(runner, built_store, endpoint):
         assert remote.stdout.strip(), form
 
 
-def test_the_named_graph_is_queried_with_default_graph_uri(built_store, endpoint):
-    with stub_server(Stub(body=b'{"head":{},"boolean":true}', content_type="application/sparql-results+json")) as stub:
-        backend = RemoteBackend(f"{stub.url}/sparql?x=1", GRAPH, environ={})
-        run_query(backend, "ASK { ?s ?p ?o }")
-    (request,) = stub.requests
+ASK_TRUE = b'{"head":{},"boolean":true}'
+JSON_TYPE = "application/sparql-results+json"
+
+
+def sent_requests(method: str, query: str = "ASK { ?s ?p ?o }", stub: Stub | None = None) -> list:
+    """The requests a stub endpoint received for one query sent by ``method`` with a named graph."""
+    with stub_server(stub or Stub(body=ASK_TRUE, content_type=JSON_TYPE)) as running:
+        backend = RemoteBackend(f"{running.url}/sparql?x=1", GRAPH, environ={}, method=method)
+        run_query(backend, query)
+    return running.requests
+
+
+def test_auto_and_get_send_a_get_with_the_graph_as_default_graph_uri():
+    expected_query = prologue("", PREFIXES) + "ASK { ?s ?p ?o }"
+    for method in ("auto", "get"):
+        (request,) = sent_requests(method)
+        assert request.method == "GET" and request.body == b""
+        path, _, query = request.path.partition("?")
+        assert path == "/sparql"
+        assert urllib.parse.parse_qsl(query) == [("x", "1"), ("query", expected_query), ("default-graph-uri", GRAPH)]
+        assert request.headers["Accept"] == "application/sparql-results+json"
+
+
+def test_post_form_sends_the_query_and_graph_in_the_body():
+    (request,) = sent_requests("post-form")
+    assert (request.method, request.path) == ("POST", "/sparql?x=1")
+    assert request.headers["Content-Type"] == "application/x-www-form-urlencoded"
+    assert urllib.parse.parse_qsl(request.body.decode()) == [
+        ("query", prologue("", PREFIXES) + "ASK { ?s ?p ?o }"),
+        ("default-graph-uri", GRAPH),
+    ]
+
+
+def test_post_direct_sends_the_query_as_the_body():
+    (request,) = sent_requests("post-direct")
     assert request.method == "POST"
     assert request.path == "/sparql?x=1&default-graph-uri=https%3A%2F%2Fexample.org%2Fgraphs%2Fsotakg"
     assert request.headers["Content-Type"] == "application/sparql-query"
-    assert request.headers["Accept"] == "application/sparql-results+json"
     sent = request.body.decode()
     assert sent.startswith(
         "PREFIX sota: <https://w3id.org/sotakg/ontology#>\nPREFIX id: <https://w3id.org/sotakg/id/>\n"
     )
     assert sent == prologue("", PREFIXES) + "ASK { ?s ?p ?o }"
     assert sent.count("PREFIX ") == len(PREFIXES)
+
+
+def test_auto_sends_a_long_query_as_a_form_post():
+    from sotakg.query.remote import SAFE_URL_LENGTH
+
+    long_query = "ASK { ?s ?p ?o }" + " " * SAFE_URL_LENGTH
+    (request,) = sent_requests("auto", long_query)
+    assert request.method == "POST"
+    assert request.headers["Content-Type"] == "application/x-www-form-urlencoded"
+
+
+@pytest.mark.parametrize("refusal", [405, 415, 501])
+def test_auto_tries_the_other_way_once_and_remembers_it(refusal):
+    def only_forms(seen):
+        if seen.method == "POST":
+            return 200, {"Content-Type": JSON_TYPE}, ASK_TRUE
+        return refusal, {}, b"GET is not allowed here"
+
+    with stub_server(Stub(respond=only_forms)) as stub:
+        backend = RemoteBackend(f"{stub.url}/q{refusal}", environ={})
+        assert run_query(backend, "ASK {}") == AskResult(True)
+        assert run_query(backend, "ASK {}") == AskResult(True)
+    assert [r.method for r in stub.requests] == ["GET", "POST", "POST"]  # the second query goes by POST at once
+
+
+def test_an_explicit_method_is_not_retried():
+    with stub_server(Stub(status=405, body=b"no GET")) as stub:
+        backend = RemoteBackend(f"{stub.url}/q", environ={}, method="get")
+        with pytest.raises(QueryFailed, match=r"answered HTTP 405 Method Not Allowed: no GET"):
+            run_query(backend, "ASK {}")
+    assert len(stub.requests) == 1
+
+
+def test_refused_both_ways_reports_the_second_answer():
+    with stub_server(Stub(status=501, body=b"nothing here")) as stub:
+        backend = RemoteBackend(f"{stub.url}/q-both", environ={})
+        with pytest.raises(QueryFailed, match=r"answered HTTP 501 Not Implemented: nothing here$"):
+            run_query(backend, "ASK {}")
+    assert [r.method for r in stub.requests] == ["GET", "POST"]
+
+
+def test_a_retry_shares_the_deadline():
+    """auto's second try does not get a fresh time limit: a hanging server costs one --timeout."""
+    with silent_port() as port:
+        backend = RemoteBackend(f"http://127.0.0.1:{port}/query", environ={})
+        started = time.monotonic()
+        with pytest.raises(QueryTimeout):
+            run_query(backend, "ASK {}", timeout=0.5)
+        assert time.monotonic() - started < 1.5
+
+
+@pytest.mark.parametrize(("value", "expected"), [("1", True), ("0", False), (None, False)])
+def test_virtuosos_ask_table_is_read_as_a_boolean(value, expected):
+    rows = (
+        [] if value is None else [{"__ASK_RETVAL": {"type": "typed-literal", "datatype": XSD_INTEGER, "value": value}}]
+    )
+    body = json.dumps({"head": {"link": [], "vars": ["__ASK_RETVAL"]}, "results": {"bindings": rows}}).encode()
+    with stub_server(Stub(body=body, content_type=JSON_TYPE)) as stub:
+        result = run_query(RemoteBackend(f"{stub.url}/sparql", environ={}), "ASK {}")
+    assert result == AskResult(expected)
+
+
+def test_a_table_of_another_shape_is_no_ask_answer():
+    body = (
+        b'{"head":{"vars":["__ASK_RETVAL"]},"results":{"bindings":[{"__ASK_RETVAL":{"type":"literal","value":"yes"}}]}}'
+    )
+    error = remote_error(Stub(body=body, content_type=JSON_TYPE), "ASK {}")
+    assert isinstance(error, QueryFailed) and "an ASK answer needs a boolean" in str(error)
+
+
+def test_digest_authentication_for_queries():
+    def answer(seen):
+        return 200, {"Content-Type": JSON_TYPE}, ASK_TRUE
+
+    env = {"SOTAKG_USER": "ann", "SOTAKG_PASSWORD": "q-pass"}
+    with stub_server(Stub(respond=digest_guard("ann", "q-pass", answer))) as stub:
+        backend = RemoteBackend(f"{stub.url}/sparql-auth", environ=env)
+        assert run_query(backend, "ASK {}") == AskResult(True)
+        assert run_query(backend, "ASK { ?s ?p ?o }") == AskResult(True)
+    # The first query asks without credentials and is challenged; the next reuses the challenge.
+    assert [("Authorization" in r.headers) for r in stub.requests] == [False, True, True]
+    assert all("q-pass" not in value for r in stub.requests for value in r.headers.values())
+
+
+def test_a_bearer_token_goes_with_each_request():
+    with stub_server(Stub(body=ASK_TRUE, content_type=JSON_TYPE)) as stub:
+        run_query(RemoteBackend(f"{stub.url}/sparql", environ={"SOTAKG_TOKEN": "tok"}), "ASK {}")
+    assert stub.requests[0].headers["Authorization"] == "Bearer tok"
+
+
+def test_403_is_a_refusal_without_a_credentials_hint():
+    error = remote_error(
+        Stub(status=403, body=b"<html><body><p>Queries are closed</p></body></html>", content_type="text/html")
+    )
+    assert str(error).endswith("answered HTTP 403 Forbidden: Queries are closed\nthe server refuses this request")
+
+
+def test_method_needs_an_endpoint(runner, built_store):
+    result = invoke(runner, built_store, "sparql", "ASK {}", "--method", "get")
+    assert result.exit_code == 2
+    assert "--method needs --endpoint" in result.stderr
+    bad = invoke(runner, built_store, "sparql", "ASK {}", "--endpoint", "http://127.0.0.1:9/q", "--method", "put")
+    assert bad.exit_code == 2 and "'put' is not one of 'auto', 'get', 'post-form', 'post-direct'" in bad.stderr
+
+
+def test_why_shows_its_timeout_and_method_in_help(runner):
+    text = runner.invoke(cli, ["why", "--help"]).output
+    assert "--timeout SECONDS" in text and "--method [auto|get|post-form|post-direct]" in text
 
 
 def test_prefixes_the_query_declares_are_not_declared_again():
@@ -130,18 +270,19 @@ def test_bindings_go_first_in_the_where_group_as_escaped_terms():
     bound = with_values(text, {Variable("text"): Literal('"} } ; DROP ALL #'), Variable("p"): NamedNode("http://x/a")})
     assert bound == (
         "SELECT ?text ?p WHERE {\n"
-        'VALUES (?text ?p) { ("\\"} } ; DROP ALL #" <http://x/a>) }\n'
+        'BIND("\\"} } ; DROP ALL #" AS ?text)\n'
+        "BIND(<http://x/a> AS ?p)\n"
         " ?p dcterms:title ?t FILTER(CONTAINS(?t, ?text)) }"
     )
     construct = "CONSTRUCT { ?x ?p ?o } WHERE { ?x ?p ?o }"
     assert with_values(construct, {Variable("x"): NamedNode("http://x/a")}) == (
-        "CONSTRUCT { ?x ?p ?o } WHERE {\nVALUES (?x) { (<http://x/a>) }\n ?x ?p ?o }"
+        "CONSTRUCT { ?x ?p ?o } WHERE {\nBIND(<http://x/a> AS ?x)\n ?x ?p ?o }"
     )
     short = "CONSTRUCT WHERE { ?x ?p ?o }"
     assert with_values(short, {Variable("x"): NamedNode("http://x/a")}) == short + "\nVALUES (?x) { (<http://x/a>) }\n"
     exists = "SELECT (EXISTS { ?a ?b ?c } AS ?e) ?x { ?x ?p ?o }"
     assert with_values(exists, {Variable("x"): NamedNode("http://x/a")}) == (
-        "SELECT (EXISTS { ?a ?b ?c } AS ?e) ?x {\nVALUES (?x) { (<http://x/a>) }\n ?x ?p ?o }"
+        "SELECT (EXISTS { ?a ?b ?c } AS ?e) ?x {\nBIND(<http://x/a> AS ?x)\n ?x ?p ?o }"
     )
 
 
@@ -266,9 +407,7 @@ def test_a_broken_ntriples_answer_is_an_error():
 def test_an_html_page_is_not_results():
     error = remote_error(Stub(body=b"<html>Welcome to nginx</html>", content_type="text/html"))
     assert isinstance(error, QueryFailed)
-    assert str(error).endswith(
-        "answered with text/html, not application/sparql-results+json: <html>Welcome to nginx</html>"
-    )
+    assert str(error).endswith("answered with text/html, not application/sparql-results+json: Welcome to nginx")
 
 
 def test_an_oversized_answer_is_abandoned():
@@ -281,8 +420,8 @@ def test_an_oversized_answer_is_abandoned():
 def test_401_names_the_variables():
     error = remote_error(Stub(status=401, body=b"no"))
     assert str(error).endswith(
-        "the server wants credentials: set SOTAKG_USER and SOTAKG_PASSWORD (basic "
-        "authentication) or SOTAKG_TOKEN (a bearer token) in the environment"
+        "the server wants credentials: set SOTAKG_USER and SOTAKG_PASSWORD (Basic or Digest, as the server asks) "
+        "or SOTAKG_TOKEN (a bearer token) in the environment"
     )
 
 

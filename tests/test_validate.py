@@ -794,3 +794,208 @@ def test_ci_workflow_and_pre_commit_hook_run_validate_for_github() -> None:
             "require_serial": True,
         }
     ]
+
+
+# ------------------------------------------------------------------------------------ baselines
+
+
+@pytest.fixture
+def anthology_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git repository (in the test's temp dir) whose one commit, main, holds the shipped data; the
+    working directory is its top."""
+    from .gitrepo import isolate_git, new_repository
+
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    return repo
+
+
+def baseline_json(runner, *args: str) -> tuple[int, dict]:
+    result = runner.invoke(cli, ["validate", "--baseline", "main", "--format", "json", *args])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def states(document: dict) -> list[tuple[str, str | None, str]]:
+    rows = [(f["rule"], f["record"], f["state"]) for f in document["findings"]]
+    return rows + [(f["rule"], f["record"], f["state"]) for f in document["absent"]]
+
+
+def prepend_lines(path: Path, count: int) -> None:
+    path.write_text("# moved down\n" * count + path.read_text(encoding="utf-8"), encoding="utf-8")
+
+
+def test_baseline_matches_findings_whose_lines_moved(runner, anthology_repo: Path) -> None:
+    from .gitrepo import set_fields
+
+    prepend_lines(anthology_repo / "data/papers/LIT-083.yaml", 3)
+    set_fields(anthology_repo / "data/practices/SOTA-364.yaml", title="Reworded, findings untouched")
+    prepend_lines(anthology_repo / "data/practices/SOTA-364.yaml", 2)
+    code, document = baseline_json(runner, "--strict")
+    # Only records with pre-existing findings changed: nothing new, so even --strict passes.
+    assert code == 0
+    assert document["failed"] is False
+    assert document["states"] == {"new": 0, "unchanged": 7, "absent": 0}
+    lines = {(f["record"], f["rule"]): f["line"] for f in document["findings"]}
+    assert lines[("LIT-083", "arxiv-year")] == 6
+    assert lines[("SOTA-364", "practice-summary")] == 3
+    assert run(runner, "validate", "--strict").exit_code == 1  # without a baseline every warning counts
+
+
+def test_baseline_new_violation_fails_new_warning_only_with_strict(runner, anthology_repo: Path) -> None:
+    practices = anthology_repo / "data/practices"
+    (practices / "SOTA-997.yaml").write_text(
+        "id: SOTA-997\nversion: 1\ntitle: No summary yet\nstatus: Proposed\ntopic: distributed-optimization\n",
+        encoding="utf-8",
+    )
+    code, document = baseline_json(runner)
+    assert code == 0
+    assert [row for row in states(document) if row[2] == "new"] == [("practice-summary", "SOTA-997", "new")]
+    assert baseline_json(runner, "--strict")[0] == 1
+    (practices / "SOTA-998.yaml").write_text(
+        "id: SOTA-998\nversion: 1\ntitle: T\nsummary: S\nstatus: Proposed\ncites: [LIT-9999]\n"
+        "topic: distributed-optimization\n",
+        encoding="utf-8",
+    )
+    code, document = baseline_json(runner)
+    assert code == 1
+    assert ("cites-resolve", "SOTA-998", "new") in states(document)
+
+
+def test_baseline_fixed_findings_are_absent_in_every_format(runner, anthology_repo: Path) -> None:
+    from .gitrepo import set_fields
+
+    set_fields(anthology_repo / "data/papers/LIT-083.yaml", year="2023")
+    set_fields(anthology_repo / "data/practices/SOTA-364.yaml", summary="Now it has one.")
+    (anthology_repo / "data/practices/SOTA-997.yaml").write_text(
+        "id: SOTA-997\nversion: 1\ntitle: No summary yet\nstatus: Proposed\ntopic: distributed-optimization\n",
+        encoding="utf-8",
+    )
+    code, document = baseline_json(runner)
+    assert code == 0
+    assert sorted(states(document)) == sorted(
+        [
+            ("active-cites-paper", "SOTA-214", "unchanged"),
+            ("active-cites-paper", "SOTA-219", "unchanged"),
+            ("active-cites-paper", "SOTA-364", "unchanged"),
+            ("practice-summary", "SOTA-376", "unchanged"),
+            ("active-cites-paper", "SOTA-376", "unchanged"),
+            ("practice-summary", "SOTA-997", "new"),
+            ("arxiv-year", "LIT-083", "absent"),
+            ("practice-summary", "SOTA-364", "absent"),
+        ]
+    )
+    # Absent findings are BASE's: their file and line are where they stood there.
+    assert [(f["file"], f["line"]) for f in document["absent"]] == [
+        ("data/papers/LIT-083.yaml", 3),
+        ("data/practices/SOTA-364.yaml", 1),
+    ]
+
+    main_run = runner.invoke(cli, ["validate", "--baseline", "main"]).stdout
+    assert main_run.index("New findings (not in main (") < main_run.index("Already in main (")
+    assert main_run.index("Already in main (") < main_run.index("Fixed by this change (in main (")
+    assert main_run.splitlines()[1] == (
+        "data/practices/SOTA-997.yaml:1: [practice-summary] warning: A practice should have a summary: "
+        "add `summary:`. (SOTA-997)"
+    )
+    assert main_run.splitlines()[-1].endswith(": 1 new, 5 unchanged, 2 fixed.")
+
+    sarif = json.loads(runner.invoke(cli, ["validate", "--baseline", "main", "--format", "sarif"]).stdout)
+    schema = json.loads(SARIF_SUBSET_SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.Draft4Validator(schema).validate(sarif)
+    results = sarif["runs"][0]["results"]
+    assert sorted((r["ruleId"], r["baselineState"]) for r in results) == sorted(
+        (rule, state) for rule, _record, state in states(document)
+    )
+    rules = sarif["runs"][0]["tool"]["driver"]["rules"]
+    assert all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in results)
+
+    github = runner.invoke(cli, ["validate", "--baseline", "main", "--format", "github"]).stdout.splitlines()
+    assert github[:-1] == [
+        "::warning file=data/practices/SOTA-997.yaml,line=1,title=practice-summary::"
+        "A practice should have a summary: add `summary:`. (SOTA-997)"
+    ]
+    junit = ET.fromstring(
+        runner.invoke(cli, ["validate", "--baseline", "main", "--format", "junit", "--strict"]).stdout
+    )
+    failures = [case.get("name") for case in junit.iter("testcase") if case.find("failure") is not None]
+    assert failures == ["practice-summary"]
+
+
+def test_baseline_cache_is_used_unless_git_tracks_it(runner, anthology_repo: Path) -> None:
+    from .gitrepo import git
+
+    (anthology_repo / "data/practices/SOTA-998.yaml").write_text(
+        "id: SOTA-998\nversion: 1\ntitle: T\nsummary: S\nstatus: Proposed\ncites: [LIT-9999]\n"
+        "topic: distributed-optimization\n",
+        encoding="utf-8",
+    )
+    code, document = baseline_json(runner)
+    assert code == 1
+    caches = list((anthology_repo / ".sotakg/baselines").glob("*.json"))
+    assert len(caches) == 1
+    cached = json.loads(caches[0].read_text(encoding="utf-8"))
+    assert cached["tree"] == git(anthology_repo, "rev-parse", "main:data").strip()
+    assert len(cached["findings"]) == 7
+    # A cache claiming the new violation was already in BASE is believed while it is sotakg's own ...
+    new = next(f for f in document["findings"] if f["state"] == "new")
+    forged = {k: v for k, v in new.items() if k != "state"}
+    cached["findings"].append({"rule_id": forged.pop("rule"), **forged})
+    caches[0].write_text(json.dumps(cached), encoding="utf-8")
+    code, document = baseline_json(runner)
+    assert (code, document["states"]["new"]) == (0, 0)
+    # ... and never once the change itself carries it (a pull request controls the checkout).
+    git(anthology_repo, "add", "-f", str(caches[0]))
+    git(anthology_repo, "commit", "-q", "-m", "a forged baseline cache")
+    code, document = baseline_json(runner)
+    assert (code, document["states"]["new"]) == (1, 1)
+
+
+def test_baseline_unreadable_head_file_is_a_new_finding(runner, anthology_repo: Path) -> None:
+    (anthology_repo / "data/practices/SOTA-017.yaml").write_text("id: SOTA-017\ntitle: [\n", encoding="utf-8")
+    code, document = baseline_json(runner)
+    assert code == 1
+    assert [(f["rule"], f["record"], f["state"]) for f in document["findings"]] == [
+        ("data-readable", "SOTA-017", "new")
+    ]
+
+
+def test_baseline_refusals_exit_2(runner, anthology_repo: Path) -> None:
+    missing = runner.invoke(cli, ["validate", "--baseline", "no-such-branch"])
+    assert missing.exit_code == 2
+    assert "no revision 'no-such-branch'" in missing.output
+    remote = runner.invoke(cli, ["validate", "--baseline", "main", "--endpoint", "http://127.0.0.1:9/query"])
+    assert remote.exit_code == 2
+    assert "cannot be used with --endpoint" in remote.output
+
+
+def test_mark_findings_counts_duplicates_and_ignores_lines() -> None:
+    from sotakg.rules.baseline import mark_findings
+    from sotakg.rules.validate import ValidationReport
+
+    def finding(line: int, value: str) -> Finding:
+        return Finding("cites-resolve", "violation", "SOTA-1", "p.yaml", line, f"{value} is no paper", value=value)
+
+    base = [finding(3, "LIT-1"), finding(9, "LIT-2")]
+    head = ValidationReport([finding(5, "LIT-1"), finding(6, "LIT-1"), finding(7, "LIT-3")], [], "sparql", 1)
+    marked = mark_findings(head, base, "main")
+    assert [(f.line, f.state) for f in marked.findings] == [(5, "unchanged"), (6, "new"), (7, "new")]
+    assert [(f.line, f.value, f.state) for f in marked.absent] == [(9, "LIT-2", "absent")]
+    assert marked.failed() and marked.state_counts() == {"new": 2, "unchanged": 1, "absent": 1}
+
+
+def test_ci_workflow_reviews_pull_requests_against_their_base() -> None:
+    workflow = yaml.safe_load((REPO / ".github/workflows/validate.yml").read_text(encoding="utf-8"))
+    steps = workflow["jobs"]["filing-rules"]["steps"]
+    assert steps[0]["with"]["fetch-depth"] == 0  # the base commit must be in the clone
+    by_name = {step.get("name"): step for step in steps}
+    summary = by_name["Summarize the change"]
+    assert summary["if"] == "github.event_name == 'pull_request'"
+    assert summary["run"].startswith('sotakg diff "$BASE_SHA" --format markdown ')
+    assert summary["run"].endswith('>> "$GITHUB_STEP_SUMMARY"')
+    assert summary["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    checked = by_name["Check the filing rules (new findings only)"]
+    assert checked["run"] == 'sotakg validate --format github --baseline "$BASE_SHA"'
+    assert by_name["Check the filing rules"]["if"] == "github.event_name != 'pull_request'"
+    # Values from the event reach the shell through the environment, never spliced into the script.
+    assert all("${{" not in step.get("run", "") for step in steps)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -324,9 +325,25 @@ def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         ctx.ensure_object(dict)[param.name or ""] = value
 
 
+def method_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--method: how queries travel to --endpoint (SPARQL 1.1 Protocol); lands in ctx.obj["method"]."""
+    from .query.remote import METHODS
+
+    return click.option(
+        "--method",
+        type=click.Choice(METHODS),
+        default=None,
+        expose_value=False,
+        callback=_remember,
+        help="With --endpoint: send queries by GET, form POST or direct POST; auto (the default) uses GET "
+        "for short URLs, a form POST for long ones, and tries the other when one is refused (405/415/501).",
+    )(func)
+
+
 def endpoint_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--endpoint URL and --graph IRI: run on a remote SPARQL 1.1 query endpoint instead of the store.
-    The values land in ctx.obj["endpoint"] and ctx.obj["graph"], where query_backend reads them."""
+    """--endpoint URL, --graph IRI and --method: run on a remote SPARQL 1.1 query endpoint instead of
+    the store. The values land in ctx.obj, where query_backend reads them."""
+    func = method_option(func)
     func = click.option(
         "--graph",
         metavar="IRI",
@@ -346,20 +363,29 @@ def endpoint_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+def warn_cleartext(endpoint: str) -> None:
+    """Warn on standard error when the environment's credentials would go unencrypted to another host."""
+    from .query.remote import cleartext_warning
+
+    warning = cleartext_warning(endpoint)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+
+
 def query_backend(ctx: click.Context):
     """The backend queries run on: the remote endpoint of --endpoint (and --graph), else the embedded
     store, rebuilt first when the data changed. The one place that chooses."""
     endpoint, graph = ctx.obj.get("endpoint"), ctx.obj.get("graph")
     if endpoint is not None:
-        from .query.remote import RemoteBackend, cleartext_warning
+        from .query.remote import RemoteBackend
 
-        backend = RemoteBackend(endpoint, graph)
-        warning = cleartext_warning(endpoint)
-        if warning:
-            click.echo(f"warning: {warning}", err=True)
+        backend = RemoteBackend(endpoint, graph, method=ctx.obj.get("method") or "auto")
+        warn_cleartext(endpoint)
         return backend
     if graph is not None:
         raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
+    if ctx.obj.get("method") is not None:
+        raise UsageProblem("--method needs --endpoint: it says how queries travel to a remote server")
     from .query.sparql import LocalBackend
 
     return LocalBackend(ctx.obj["store"], data_dir=ctx.obj["data"])
@@ -477,7 +503,7 @@ def sparql_command(
 @cli.command(name="why")
 @click.argument("record_id", metavar="ID")
 @endpoint_options
-@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=30.0, hidden=True)
+@timeout_option
 @click.pass_context
 def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
     """Tell a record's provenance in prose.
@@ -519,10 +545,19 @@ from .rules.validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the e
     show_default=True,
     help="The SHACL engine that runs the shapes.",
 )
+@click.option(
+    "--baseline",
+    metavar="BASE",
+    default=None,
+    help="Mark findings new, unchanged or absent against BASE (a git revision or a data folder); "
+    "only new findings fail.",
+)
 @endpoint_options
 @output_option
 @click.pass_context
-def validate_command(ctx: click.Context, format_name: str, strict: bool, engine: str, output: Path | None) -> None:
+def validate_command(
+    ctx: click.Context, format_name: str, strict: bool, engine: str, baseline: str | None, output: Path | None
+) -> None:
     """Check the data against the filing rules (shapes/) and point at the lines to fix.
 
     Builds the store first when the data changed. Exit 0 when there are no
@@ -530,29 +565,97 @@ def validate_command(ctx: click.Context, format_name: str, strict: bool, engine:
     with --strict), also when a data file cannot be read; 2 for unusable options
     or a missing data folder. With --endpoint, the rules run over the graph
     published there; --data still locates each finding's file and line.
+    With --baseline BASE, BASE is validated too (cached by its git tree) and
+    only findings BASE does not have (new) count for the exit status.
 
     Example:
 
+    \b
         sotakg validate --format github --strict
+        sotakg validate --baseline origin/main --format github
     """
     from .query.formats import write_output
     from .rules.report import render
     from .rules.validate import validate
 
-    with DelayedProgress("Validating") as progress:
-        report = validate(
-            ctx.obj["data"],
-            ctx.obj["store"],
-            engine=engine,
-            endpoint=ctx.obj.get("endpoint"),
-            graph=ctx.obj.get("graph"),
-            progress=progress,
+    if ctx.obj.get("method") is not None and ctx.obj.get("endpoint") is None:
+        raise UsageProblem("--method needs --endpoint: it says how queries travel to a remote server")
+    if ctx.obj.get("endpoint") is not None:
+        warn_cleartext(ctx.obj["endpoint"])
+    if baseline is not None:
+        from .rules.baseline import validate_against
+
+        report = validate_against(
+            ctx.obj["data"], ctx.obj["store"], baseline, engine=engine, endpoint=ctx.obj.get("endpoint")
         )
+    else:
+        with DelayedProgress("Validating") as progress:
+            report = validate(
+                ctx.obj["data"],
+                ctx.obj["store"],
+                engine=engine,
+                endpoint=ctx.obj.get("endpoint"),
+                graph=ctx.obj.get("graph"),
+                method=ctx.obj.get("method") or "auto",
+                progress=progress,
+            )
     write_output(render(report, format_name, strict=strict), output)
     if output is not None and str(output) != "-":
         click.echo(report.summary(), err=True)
     if report.failed(strict):
         ctx.exit(1)
+
+
+# ------------------------------------------------------------------------------------------ diff
+
+
+@cli.command(name="diff")
+@click.argument("base")
+@click.argument("head", required=False)
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(["text", "markdown", "json", "sparql-update"]),
+    default="text",
+    show_default=True,
+    help="text for people, markdown for a PR comment or job summary, json for scripts, "
+    "sparql-update for the update that turns BASE's graph into HEAD's.",
+)
+@click.option("--graph", metavar="IRI", default=None, help="With sparql-update: write into this named graph.")
+@click.option("--link-base", metavar="URL", default=None, help="With markdown: prefix of the links to record files.")
+@output_option
+@click.pass_context
+def diff_command(
+    ctx: click.Context,
+    base: str,
+    head: str | None,
+    format_name: str,
+    graph: str | None,
+    link_base: str | None,
+    output: Path | None,
+) -> None:
+    """Say what a change does to the anthology: records added, removed and changed.
+
+    BASE and HEAD are git revisions of the repository holding --data (HEAD
+    defaults to the working tree), or two data folders. A revision is read
+    with git itself, never checked out. Reports practices added and removed,
+    status changes with the new reason, new versions, changed titles,
+    summaries, reasons and citations, papers, ADR status and supersession,
+    and topics. Exit 0 whatever changed; 1 when a side's records cannot be
+    read; 2 for a revision that does not exist or a folder not in git.
+
+    Example:
+
+    \b
+        sotakg diff origin/main --format markdown >> "$GITHUB_STEP_SUMMARY"
+        sotakg diff HEAD~1 HEAD --format sparql-update -o change.ru
+    """
+    from .query.formats import write_output
+    from .records.revisions import load_side
+    from .views.diff import compute_diff, render_diff
+
+    changes = compute_diff(load_side(ctx.obj["data"], base), load_side(ctx.obj["data"], head))
+    write_output(render_diff(changes, format_name, link_base=link_base, graph=graph), output)
 
 
 # ------------------------------------------------------------------------------------------ console
@@ -788,27 +891,107 @@ def serve_command(
     help="Give up if the server has not answered after this long.",
 )
 @click.option("--max-bytes", default="512M", show_default=True, metavar="SIZE", help="Refuse to send more than this.")
+@click.option(
+    "--since",
+    metavar="BASE",
+    default=None,
+    help="Send only the change since BASE (a git revision or data folder) as one SPARQL Update, "
+    "if the server holds BASE's graph; else publish it all.",
+)
+@click.option(
+    "--update-endpoint",
+    metavar="URL",
+    default=None,
+    help="The server's SPARQL Update endpoint, for the swap and for --since (default: the one beside "
+    "--endpoint for Oxigraph /store, Virtuoso /sparql-graph-crud[-auth] and Fuseki /DATASET/data).",
+)
+@click.option(
+    "--swap/--no-swap",
+    default=True,
+    show_default=True,
+    help="Stage the graph and swap it in with one SPARQL MOVE, or PUT it onto the target directly.",
+)
 @click.pass_context
-def publish_command(ctx: click.Context, endpoint: str, graph: str | None, timeout: float, max_bytes: str) -> None:
-    """Replace a graph on a SPARQL server with this one, in one request.
+def publish_command(
+    ctx: click.Context,
+    endpoint: str,
+    graph: str | None,
+    timeout: float,
+    max_bytes: str,
+    since: str | None,
+    update_endpoint: str | None,
+    swap: bool,
+) -> None:
+    """Replace a graph on a SPARQL server with this one, so readers never see half of it.
 
-    One HTTP PUT of the whole graph as N-Triples (SPARQL 1.1 Graph Store
-    Protocol), so readers see the old graph or the new one, never half.
-    Credentials come from the environment only: SOTAKG_USER and
-    SOTAKG_PASSWORD (basic), or SOTAKG_TOKEN (bearer).
+    The graph is streamed as N-Triples (SPARQL 1.1 Graph Store Protocol) into a
+    staging graph, then swapped onto the target with one SPARQL Update (MOVE);
+    without an update endpoint, it goes in one PUT onto the target. Credentials
+    come from the environment only: SOTAKG_USER and SOTAKG_PASSWORD (Basic or
+    Digest, as the server asks), or SOTAKG_TOKEN (bearer). With --since BASE,
+    only the change since BASE is sent (one SPARQL Update), after checking that
+    the server holds BASE's graph; otherwise the whole graph is published.
 
     Example:
 
     \b
         SOTAKG_TOKEN=... sotakg publish --endpoint http://127.0.0.1:7878/store \\
             --graph https://w3id.org/sotakg
+        sotakg publish --endpoint http://127.0.0.1:7878/store --since HEAD~1
     """
-    from .query.remote import cleartext_warning
     from .server.publish import parse_size, publish
 
     limit = parse_size(max_bytes)
-    warning = cleartext_warning(endpoint)
-    if warning:
-        click.echo(f"warning: {warning}", err=True)
-    report = publish(ctx.obj["data"], ctx.obj["store"], endpoint, graph, timeout, limit)
+    warn_cleartext(endpoint)
+    if since is not None:
+        from .server.publish_since import publish_since
+
+        changed = publish_since(
+            ctx.obj["data"], ctx.obj["store"], endpoint, since, graph, update_endpoint, timeout, limit
+        )
+        click.echo(changed.describe())
+        return
+    with _upload_progress() as progress:
+        report = publish(
+            ctx.obj["data"],
+            ctx.obj["store"],
+            endpoint,
+            graph,
+            timeout,
+            limit,
+            update_endpoint=update_endpoint,
+            swap=swap,
+            progress=progress,
+        )
     click.echo(report.describe())
+
+
+@contextmanager
+def _upload_progress() -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback that shows a bar on a terminal once an upload has taken a second; none
+    when standard error is not a terminal (CI logs)."""
+    import sys
+    import time
+
+    if not sys.stderr.isatty():
+        yield None
+        return
+    started = time.monotonic()
+    bar: Any = None
+    shown = 0
+
+    def progress(sent: int, total: int) -> None:
+        nonlocal bar, shown
+        if bar is None:
+            if time.monotonic() - started < 1.0:
+                return
+            bar = click.progressbar(length=total, label="Publishing", file=sys.stderr)
+            bar.__enter__()
+        bar.update(sent - shown)
+        shown = sent
+
+    try:
+        yield progress
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)

@@ -4,6 +4,8 @@
 Every request has a time limit on the whole exchange (connecting, waiting, and reading the answer)
 and a cap on the answer's size: a SPARQL server streams results, and an unbounded SELECT can send
 gigabytes in seconds. Redirects are not followed, so credentials never travel to another address.
+A bearer token goes with every request; a user and password only in the form the server's challenge
+asks for (Digest, else Basic). Queries go by GET, form POST or direct POST (``RemoteBackend.method``).
 
 An answer is read strictly. The Oxigraph server, for one, reports a query stopped at its time limit
 by writing an error message into a body it has already begun with HTTP 200; such an answer, or one
@@ -13,14 +15,18 @@ cut short, is an error here, never a partial result.
 from __future__ import annotations
 
 import base64
+import hashlib
+import html
 import ipaddress
 import json
 import os
+import re
+import secrets
 import socket
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,12 +50,14 @@ from .sparql import (
     values_clause,
 )
 
-#: Environment variables holding credentials: basic authentication, or a bearer token.
+#: Environment variables holding credentials: a user and password (Basic or Digest, as the server
+#: asks), or a bearer token.
 ENV_USER = "SOTAKG_USER"
 ENV_PASSWORD = "SOTAKG_PASSWORD"
 ENV_TOKEN = "SOTAKG_TOKEN"
 CREDENTIALS_HINT = (
-    f"set {ENV_USER} and {ENV_PASSWORD} (basic authentication) or {ENV_TOKEN} (a bearer token) in the environment"
+    f"set {ENV_USER} and {ENV_PASSWORD} (Basic or Digest, as the server asks) or {ENV_TOKEN} (a bearer token) "
+    "in the environment"
 )
 
 #: Largest answer read from an endpoint (bytes) before the request is abandoned.
@@ -57,6 +65,8 @@ DEFAULT_MAX_ANSWER = 512 * 1024 * 1024
 #: How much of an error answer is read and shown.
 ERROR_BODY_BYTES = 64 * 1024
 EXCERPT_CHARS = 200
+#: How much of a server's reason a refusal shows.
+REASON_CHARS = 300
 CHUNK = 1 << 16
 
 SPARQL_JSON = "application/sparql-results+json"
@@ -131,22 +141,35 @@ def is_loopback(host: str) -> bool:
 # ------------------------------------------------------------------------------------------ credentials
 
 
-def auth_headers(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The Authorization header from the environment: ``SOTAKG_TOKEN`` (bearer) or ``SOTAKG_USER`` with
-    ``SOTAKG_PASSWORD`` (basic); none when unset. Credentials never come from command-line options, which
-    other users of the machine can read in the process list."""
+@dataclass(frozen=True)
+class Credentials:
+    """Credentials from the environment: a bearer ``token``, or a ``user`` and ``password`` whose scheme
+    (Basic or Digest) the server's challenge decides."""
+
+    token: str | None = field(default=None, repr=False)  # never in a message or a traceback
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+
+def credentials(environ: Mapping[str, str] | None = None) -> Credentials | None:
+    """The credentials in the environment: ``SOTAKG_TOKEN`` (bearer) or ``SOTAKG_USER`` with
+    ``SOTAKG_PASSWORD`` (Basic or Digest, as the server asks); None when unset. Credentials never come
+    from command-line options, which other users of the machine can read in the process list."""
     env = os.environ if environ is None else environ
     token, user, password = env.get(ENV_TOKEN), env.get(ENV_USER), env.get(ENV_PASSWORD)
     if token and (user or password):
         raise UsageProblem(f"set {ENV_TOKEN} or {ENV_USER}/{ENV_PASSWORD}, not both")
     if token:
-        return {"Authorization": f"Bearer {token}"}
+        if not _HEADER_SAFE.fullmatch(token):
+            raise UsageProblem(f"{ENV_TOKEN} holds characters a bearer token cannot have (spaces, line breaks)")
+        return Credentials(token=token)
     if user is None and password is None:
-        return {}
+        return None
     if not user or password is None:
         raise UsageProblem(f"basic authentication needs both {ENV_USER} and {ENV_PASSWORD}")
-    pair = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-    return {"Authorization": f"Basic {pair}"}
+    if ":" in user or not _HEADER_SAFE.fullmatch(user) or '"' in user or "\\" in user:
+        raise UsageProblem(f"{ENV_USER} must not hold a colon, a quote, a backslash, spaces or line breaks")
+    return Credentials(user=user, password=password)
 
 
 def credentials_source(environ: Mapping[str, str] | None = None) -> str | None:
@@ -168,6 +191,195 @@ def cleartext_warning(url: str, environ: Mapping[str, str] | None = None) -> str
     return None
 
 
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
+_CHALLENGE_PARAM = re.compile(r'\s*([A-Za-z0-9_.-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s,]*)\s*,?')
+_CHALLENGE_SCHEME = re.compile(r"\s*,?\s*([A-Za-z][A-Za-z0-9_.-]*)(?=\s|$|,)")
+
+
+def parse_challenges(values: Iterable[str]) -> list[tuple[str, dict[str, str]]]:
+    """The challenges of ``WWW-Authenticate`` header values (RFC 9110 11.6.1), as (scheme in lower
+    case, parameters with lower-case names); a header may hold several, comma-separated."""
+    found: list[tuple[str, dict[str, str]]] = []
+    for value in values:
+        at = 0
+        while at < len(value):
+            scheme = _CHALLENGE_SCHEME.match(value, at)
+            if scheme is None:
+                break
+            at = scheme.end()
+            params: dict[str, str] = {}
+            while True:
+                param = _CHALLENGE_PARAM.match(value, at)
+                if param is None:
+                    break
+                raw = param.group(2)
+                params[param.group(1).lower()] = (
+                    re.sub(r"\\(.)", r"\1", raw[1:-1]) if raw.startswith('"') and len(raw) >= 2 else raw
+                )
+                at = param.end()
+            found.append((scheme.group(1).lower(), params))
+    return found
+
+
+_DIGEST_HASHES = {"md5": hashlib.md5, "sha-256": hashlib.sha256}
+
+
+@dataclass
+class DigestChallenge:
+    """A server's Digest challenge (RFC 7616): answered for each request with a fresh client nonce and
+    the next nonce count, until the server calls the nonce stale."""
+
+    realm: str
+    nonce: str
+    algorithm: str = "MD5"
+    qop: str | None = "auth"
+    opaque: str | None = None
+    count: int = 0
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> DigestChallenge | None:
+        """The challenge, or None when it asks for what this client does not do (auth-int, an unknown
+        algorithm)."""
+        algorithm = params.get("algorithm", "MD5")
+        if algorithm.lower().removesuffix("-sess") not in _DIGEST_HASHES or "nonce" not in params:
+            return None
+        offered = [option.strip().lower() for option in params.get("qop", "").split(",") if option.strip()]
+        if offered and "auth" not in offered:
+            return None
+        return cls(
+            params.get("realm", ""), params["nonce"], algorithm, "auth" if offered else None, params.get("opaque")
+        )
+
+    def authorization(self, method: str, url: str, user: str, password: str) -> str:
+        """The ``Authorization`` header value for one request."""
+        hash_name = self.algorithm.lower().removesuffix("-sess")
+
+        def digest(text: str) -> str:
+            return _DIGEST_HASHES[hash_name](text.encode("utf-8")).hexdigest()
+
+        parts = urllib.parse.urlsplit(url)
+        uri = parts.path or "/"
+        if parts.query:
+            uri += "?" + parts.query
+        self.count += 1
+        count = f"{self.count:08x}"
+        client_nonce = secrets.token_hex(16)
+        secret = digest(f"{user}:{self.realm}:{password}")
+        if self.algorithm.lower().endswith("-sess"):
+            secret = digest(f"{secret}:{self.nonce}:{client_nonce}")
+        request = digest(f"{method}:{uri}")
+        if self.qop:
+            response = digest(f"{secret}:{self.nonce}:{count}:{client_nonce}:{self.qop}:{request}")
+        else:
+            response = digest(f"{secret}:{self.nonce}:{request}")
+        fields = [
+            f'username="{user}"',
+            f'realm="{_quoted(self.realm)}"',
+            f'nonce="{_quoted(self.nonce)}"',
+            f'uri="{_quoted(uri)}"',
+            f"algorithm={self.algorithm}",
+            f'response="{response}"',
+        ]
+        if self.qop:
+            fields += [f"qop={self.qop}", f"nc={count}", f'cnonce="{client_nonce}"']
+        if self.opaque is not None:
+            fields.append(f'opaque="{_quoted(self.opaque)}"')
+        return "Digest " + ", ".join(fields)
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+#: What each server (scheme, host, port) asked for last: "basic" or its Digest challenge. Asking once
+#: saves sending every request twice; a stale or changed challenge is learned again.
+_LEARNED_AUTH: dict[tuple[str, str, int | None], str | DigestChallenge] = {}
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
+
+
+def _learn(url: str, answer: HttpAnswer) -> str | DigestChallenge | None:
+    """What a 401 answer asks for, remembered for its server: Digest when offered, else Basic."""
+    challenges = parse_challenges(answer.challenges)
+    for scheme, params in challenges:
+        if scheme == "digest":
+            challenge = DigestChallenge.from_params(params)
+            if challenge is not None:
+                _LEARNED_AUTH[_origin(url)] = challenge
+                return challenge
+    if any(scheme == "basic" for scheme, _ in challenges):
+        _LEARNED_AUTH[_origin(url)] = "basic"
+        return "basic"
+    return None
+
+
+def _authorization(learned: str | DigestChallenge, method: str, url: str, creds: Credentials) -> str:
+    assert creds.user is not None and creds.password is not None
+    if isinstance(learned, DigestChallenge):
+        return learned.authorization(method, url, creds.user, creds.password)
+    pair = base64.b64encode(f"{creds.user}:{creds.password}".encode()).decode("ascii")
+    return f"Basic {pair}"
+
+
+def authorized_request(
+    method: str,
+    url: str,
+    *,
+    body: bytes | StreamedBody | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_bytes: int = DEFAULT_MAX_ANSWER,
+    environ: Mapping[str, str] | None = None,
+    label: str | None = None,
+    deadline: float | None = None,
+) -> HttpAnswer:
+    """``http_request`` with the environment's credentials, all within one deadline.
+
+    A bearer token is sent with the request. A user and password are sent only in the form the server
+    asks for in its ``WWW-Authenticate`` challenge (Digest, else Basic): the first request to a server
+    goes without them and, on 401, once more with them. A streamed body (a large upload) is not sent
+    twice: a bodiless ``HEAD`` asks for the challenge first.
+    """
+    deadline = time.monotonic() + timeout if deadline is None else deadline
+    creds = credentials(environ)
+    sent_headers = dict(headers or {})
+
+    def send(verb: str, payload: bytes | StreamedBody | None, extra: Mapping[str, str]) -> HttpAnswer:
+        return http_request(
+            verb,
+            url,
+            body=payload,
+            headers={**sent_headers, **extra},
+            timeout=timeout,
+            max_bytes=max_bytes,
+            label=label,
+            deadline=deadline,
+        )
+
+    if creds is None:
+        return send(method, body, {})
+    if creds.token:
+        return send(method, body, {"Authorization": f"Bearer {creds.token}"})
+    learned = _LEARNED_AUTH.get(_origin(url))
+    if learned is None and isinstance(body, StreamedBody):
+        probe = send("HEAD", None, {})
+        if probe.status == 401:
+            learned = _learn(url, probe)
+    answer = send(method, body, {"Authorization": _authorization(learned, method, url, creds)} if learned else {})
+    if answer.status != 401:
+        return answer
+    relearned = _learn(url, answer)
+    if relearned is None:
+        return answer
+    if learned == "basic" and relearned == "basic":
+        return answer  # Basic was answered already: the credentials themselves are refused
+    # Otherwise the first try went without credentials, or its Digest nonce went stale: once more.
+    return send(method, body, {"Authorization": _authorization(relearned, method, url, creds)})
+
+
 # ------------------------------------------------------------------------------------------ HTTP
 
 
@@ -180,15 +392,35 @@ class HttpAnswer:
     media_type: str
     body: bytes
     location: str | None = None
+    challenges: tuple[str, ...] = ()  # the WWW-Authenticate header values
 
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300
 
     def excerpt(self, limit: int = EXCERPT_CHARS) -> str:
-        """The start of the body on one line, for messages."""
-        text = " ".join(self.body.decode("utf-8", "replace").split())
+        """The start of the body on one line, for messages; an HTML page's text without its markup."""
+        text = self.body.decode("utf-8", "replace")
+        if self.media_type in ("text/html", "application/xhtml+xml") or text.lstrip().startswith("<"):
+            text = html_text(text)
+        text = " ".join(text.split())
         return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def html_text(page: str) -> str:
+    """The text of an HTML error page: its head, scripts and styles dropped, tags stripped, entities
+    decoded. Servers put the reason in the body (Virtuoso: inside ``<xmp>``)."""
+    page = re.sub(r"(?is)<!--.*?-->|<(head|script|style)\b.*?</\1\s*>|<!DOCTYPE[^>]*>", " ", page)
+    return html.unescape(re.sub(r"(?s)<[^>]*>", " ", page))
+
+
+@dataclass(frozen=True)
+class StreamedBody:
+    """A request body sent in chunks with its length announced: ``chunks`` is called for each sending
+    (a retry after a challenge sends it again), and must give ``size`` bytes in all."""
+
+    size: int
+    chunks: Callable[[], Iterator[bytes]]
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -252,7 +484,7 @@ def _read_body(response: Any, deadline: float, limit: int, strict: bool, url: st
     return b"".join(chunks)
 
 
-def _connection_problem(url: str, reason: object, timeout: float) -> EndpointError:
+def _connection_problem(url: str, reason: object, timeout: float, label: str | None = None) -> EndpointError:
     """A clear message for a request that got no HTTP answer at all."""
     import errno
     import ssl
@@ -260,8 +492,9 @@ def _connection_problem(url: str, reason: object, timeout: float) -> EndpointErr
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or url
     where = f"{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+    shown = label or url
     if isinstance(reason, TimeoutError):
-        return EndpointTimeout(f"{url} did not answer within {timeout:g} s")
+        return EndpointTimeout(f"{shown} did not answer within {timeout:g} s")
     if isinstance(reason, ConnectionRefusedError):
         return EndpointError(f"connection refused by {where}: no server listens there (is it running?)")
     if isinstance(reason, socket.gaierror):
@@ -272,71 +505,118 @@ def _connection_problem(url: str, reason: object, timeout: float) -> EndpointErr
         return EndpointError(f"{where} closed the connection without answering ({type(reason).__name__})")
     if isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
         return EndpointError(f"{where} is unreachable from this machine ({reason.strerror})")
-    return EndpointError(f"cannot reach {url}: {reason}")
+    return EndpointError(f"cannot reach {shown}: {reason}")
+
+
+class _Upload:
+    """A streamed body for urllib: its chunks, each sent within the socket's time limit, and the moment
+    the last one went, from which the wait for the answer is counted."""
+
+    def __init__(self, body: StreamedBody) -> None:
+        self.body = body
+        self.finished: float | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        sent = 0
+        for chunk in self.body.chunks():
+            sent += len(chunk)
+            yield chunk
+        if sent != self.body.size:
+            raise EndpointError(f"the body changed while it was sent ({sent} bytes, not {self.body.size})")
+        self.finished = time.monotonic()
 
 
 def http_request(
     method: str,
     url: str,
     *,
-    body: bytes | None = None,
+    body: bytes | StreamedBody | None = None,
     headers: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     max_bytes: int = DEFAULT_MAX_ANSWER,
+    label: str | None = None,
+    deadline: float | None = None,
 ) -> HttpAnswer:
-    """Send one HTTP request and read the whole answer within ``timeout`` seconds in all.
+    """Send one HTTP request and read the whole answer within ``timeout`` seconds in all (or by
+    ``deadline``, a ``time.monotonic()`` instant, when given; messages still name ``timeout``).
 
-    Any status comes back as an HttpAnswer (the body of a non-2xx answer is cut to its first
-    ERROR_BODY_BYTES). No answer at all is an EndpointError saying why (refused, unknown host,
-    unreachable, closed) or an EndpointTimeout; a 2xx body over ``max_bytes`` or cut short is an
-    EndpointError.
+    A StreamedBody is sent chunk by chunk with its Content-Length (no chunked encoding: not every
+    server takes it); each chunk must go within ``timeout``, and the answer must come within
+    ``timeout`` after the last. Any status comes back as an HttpAnswer (the body of a non-2xx answer is
+    cut to its first ERROR_BODY_BYTES). No answer at all is an EndpointError saying why (refused,
+    unknown host, unreachable, closed) or an EndpointTimeout; a 2xx body over ``max_bytes`` or cut
+    short is an EndpointError. ``label`` replaces the URL in messages (a GET's URL holds the query).
     """
     import http.client
     import urllib.error
 
-    deadline = time.monotonic() + timeout
-    request = urllib.request.Request(url, data=body, method=method, headers=dict(headers or {}))
+    deadline = time.monotonic() + timeout if deadline is None else deadline
+    shown = label or url
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise EndpointTimeout(f"{shown} did not answer within {timeout:g} s")
+    all_headers = dict(headers or {})
+    upload = _Upload(body) if isinstance(body, StreamedBody) else None
+    data: Any = body
+    if upload is not None:
+        data = upload
+        all_headers["Content-Length"] = str(upload.body.size)
+    request = urllib.request.Request(url, data=data, method=method, headers=all_headers)
     try:
-        response = _opener(url).open(request, timeout=timeout)
+        response = _opener(url).open(request, timeout=min(remaining, timeout) if upload is None else timeout)
     except urllib.error.HTTPError as error:
+        if upload is not None and upload.finished is not None:
+            deadline = max(deadline, upload.finished + timeout)
         try:
-            data = _read_body(error.fp or error, deadline, ERROR_BODY_BYTES, False, url, timeout)
+            text = _read_body(error.fp or error, deadline, ERROR_BODY_BYTES, False, shown, timeout)
         finally:
             error.close()
         return HttpAnswer(
             error.code,
             str(error.reason or ""),
             error.headers.get_content_type() if error.headers else "",
-            data,
+            text,
             error.headers.get("Location") if error.headers else None,
+            tuple(error.headers.get_all("WWW-Authenticate") or ()) if error.headers else (),
         )
     except urllib.error.URLError as error:
-        raise _connection_problem(url, error.reason, timeout) from None
+        raise _connection_problem(url, error.reason, timeout, label) from None
     except (TimeoutError, ConnectionError) as error:
-        raise _connection_problem(url, error, timeout) from None
+        raise _connection_problem(url, error, timeout, label) from None
     except http.client.HTTPException as error:
-        raise EndpointError(f"{url} did not answer in HTTP ({type(error).__name__}: {error})") from None
+        raise EndpointError(f"{shown} did not answer in HTTP ({type(error).__name__}: {error})") from None
+    if upload is not None and upload.finished is not None:
+        deadline = max(deadline, upload.finished + timeout)
     with response:
-        data = _read_body(response, deadline, max_bytes, True, url, timeout)
+        text = _read_body(response, deadline, max_bytes, True, shown, timeout)
         return HttpAnswer(
             response.status,
             str(response.reason or ""),
             response.headers.get_content_type(),
-            data,
+            text,
             response.headers.get("Location"),
+            tuple(response.headers.get_all("WWW-Authenticate") or ()),
         )
 
 
-def refusal_message(answer: HttpAnswer, url: str, environ: Mapping[str, str] | None = None) -> str:
-    """What a non-2xx answer means, with what to do where that is clear."""
+def refusal_message(
+    answer: HttpAnswer, url: str, environ: Mapping[str, str] | None = None, *, writing: bool = False
+) -> str:
+    """What a non-2xx answer means, with the server's own reason (markup stripped, its first
+    REASON_CHARS characters) and what to do where that is clear. A 403 says the server refuses the
+    request (read-only, when ``writing``), with no hint about credentials: it knows who is asking."""
     head = f"{url} answered HTTP {answer.status} {answer.reason}".rstrip()
-    excerpt = answer.excerpt()
+    excerpt = answer.excerpt(REASON_CHARS)
     text = f"{head}: {excerpt}" if excerpt else head
-    if answer.status in (401, 403):
+    if answer.status == 401:
         source = credentials_source(environ)
         if source:
-            return f"{text}\nthe credentials from {source} were refused or lack the right; check them"
+            return f"{text}\nthe credentials from {source} were refused; check them"
         return f"{text}\nthe server wants credentials: {CREDENTIALS_HINT}"
+    if answer.status == 403:
+        if writing:
+            return f"{text}\nthe server is read-only here: it refuses to change the graph"
+        return f"{text}\nthe server refuses this request"
     if 300 <= answer.status < 400:
         target = f" to {answer.location}" if answer.location else ""
         return f"{text}\nit redirects{target}; give that URL instead (redirects are not followed)"
@@ -364,16 +644,24 @@ def prologue(text: str, prefixes: Mapping[str, str]) -> str:
     return "".join(f"PREFIX {name}: <{iri}>\n" for name, iri in prefixes.items() if name not in own)
 
 
+def binds_clause(bindings: Bindings) -> str:
+    """``bindings`` as ``BIND(term AS ?var)`` lines, terms written by pyoxigraph (escaped)."""
+    return "\n" + "".join(f"BIND({term} AS ?{variable.value})\n" for variable, term in bindings.items())
+
+
 def with_values(text: str, bindings: Bindings) -> str:
-    """The query with ``bindings`` stated as a ``VALUES`` block (``sparql.values_clause``: terms written
-    by pyoxigraph, escaped) placed first in the query's WHERE group.
+    """The query with ``bindings`` stated first in the query's WHERE group, as ``BIND(term AS ?var)``
+    (``binds_clause``: terms written by pyoxigraph, escaped).
 
     There, as with pyoxigraph's substitutions, the values are in scope for the group's FILTERs, BINDs
-    and GROUP BY; a block after the whole query would only be joined with its finished answer. A
-    query without a WHERE group to hold it (``DESCRIBE <x>``, ``CONSTRUCT WHERE { ... }``, which
-    has no FILTER) gets the block at its end, which is equivalent there.
+    and GROUP BY; a block after the whole query would only be joined with its finished answer. A BIND
+    at the head of a group is the same join as a one-row ``VALUES`` block, and unlike one, Virtuoso 7
+    takes it as the bound start of a transitive property path (with VALUES it finds nothing, or
+    refuses the query). A query without a WHERE group to hold it (``DESCRIBE <x>``, ``CONSTRUCT WHERE
+    { ... }``, which has no FILTER) gets a ``VALUES`` block (``sparql.values_clause``) at its end, which
+    is equivalent there.
     """
-    block = values_clause(bindings)
+    block = binds_clause(bindings)
     form: str | None = None
     depth = 0
     groups_seen = 0
@@ -397,7 +685,7 @@ def with_values(text: str, bindings: Bindings) -> str:
             depth += 1
         elif token.text in ")}]":
             depth = max(depth - 1, 0)
-    return text + block
+    return text + values_clause(bindings)
 
 
 def check_syntax(text: str, prefixes: Mapping[str, str]) -> None:
@@ -413,15 +701,37 @@ def check_syntax(text: str, prefixes: Mapping[str, str]) -> None:
         pass
 
 
+#: The SPARQL 1.1 Protocol's three ways to send a query, and ``auto``, which picks GET or a form POST.
+METHODS = ("auto", "get", "post-form", "post-direct")
+#: Longest GET URL ``auto`` sends; past it, a form POST (servers and proxies commonly cap URLs at 8 KB,
+#: some at 2 KB).
+SAFE_URL_LENGTH = 2000
+#: Answers meaning "not this way": ``auto`` tries the other way once.
+_OTHER_WAY_STATUSES = frozenset({405, 415, 501})
+#: The method that worked where ``auto``'s first choice was refused, per endpoint, for this process.
+_PREFERRED_METHOD: dict[str, str] = {}
+
+
+def check_method(method: str) -> str:
+    """``method`` if it is one of METHODS; UsageProblem otherwise."""
+    if method not in METHODS:
+        raise UsageProblem(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+    return method
+
+
 @dataclass
 class RemoteBackend:
     """A SPARQL 1.1 query endpoint (``--endpoint URL``), spoken to with the SPARQL 1.1 Protocol.
 
-    A query is POSTed as ``application/sparql-query`` with the predeclared prefixes in front;
-    ``graph`` is passed as ``default-graph-uri``; bindings become a ``VALUES`` block at the head of the WHERE group
-    (``with_values``: escaped terms, never raw text). SELECT and ASK ask for SPARQL JSON
-    results, CONSTRUCT and DESCRIBE for N-Triples. Credentials come from the environment
-    (``auth_headers``); ``environ`` replaces ``os.environ`` for that.
+    A query goes with the predeclared prefixes in front, by ``method``: ``get`` (``?query=``),
+    ``post-form`` (``application/x-www-form-urlencoded``), ``post-direct``
+    (``application/sparql-query``, which some servers, Virtuoso 7 among them, never answer), or
+    ``auto``: GET while the URL stays under SAFE_URL_LENGTH, a form POST past it, and on 405, 415 or
+    501 the other of the two once, remembered for the endpoint. ``graph`` is passed as
+    ``default-graph-uri``; bindings become a ``VALUES`` block at the head of the WHERE group
+    (``with_values``: escaped terms, never raw text). SELECT and ASK ask for SPARQL JSON results,
+    CONSTRUCT and DESCRIBE for N-Triples. Credentials come from the environment (``credentials``);
+    ``environ`` replaces ``os.environ`` for that.
     """
 
     endpoint: str
@@ -430,12 +740,14 @@ class RemoteBackend:
     max_depth: int = MAX_DEPTH
     max_bytes: int = DEFAULT_MAX_ANSWER
     environ: Mapping[str, str] | None = None
+    method: str = "auto"
 
     def __post_init__(self) -> None:
         check_endpoint(self.endpoint)
         if self.graph is not None:
             check_graph_iri(self.graph)
-        auth_headers(self.environ)  # fail now, not at the first query, on half-set credentials
+        check_method(self.method)
+        credentials(self.environ)  # fail now, not at the first query, on half-set credentials
 
     @property
     def label(self) -> str:
@@ -444,7 +756,10 @@ class RemoteBackend:
 
     def request_url(self) -> str:
         """The endpoint URL with the protocol's ``default-graph-uri`` when a graph is chosen."""
-        return with_parameters(self.endpoint, [("default-graph-uri", self.graph)] if self.graph else [])
+        return with_parameters(self.endpoint, self._graph_parameters())
+
+    def _graph_parameters(self) -> list[tuple[str, str | None]]:
+        return [("default-graph-uri", self.graph)] if self.graph else []
 
     def run(self, text: str, bindings: Bindings | None = None, timeout: float = DEFAULT_TIMEOUT) -> QueryResult:
         """Check the query, send it, and read the answer strictly."""
@@ -452,16 +767,10 @@ class RemoteBackend:
         check_syntax(text, self.prefixes)
         sent = prologue(text, self.prefixes) + (with_values(text, bindings) if bindings else text)
         graph_form = form in ("CONSTRUCT", "DESCRIBE")
-        headers = {
-            "Content-Type": "application/sparql-query",
-            "Accept": f"{N_TRIPLES}, text/turtle;q=0.5" if graph_form else SPARQL_JSON,
-            **auth_headers(self.environ),
-        }
+        accept = f"{N_TRIPLES}, text/turtle;q=0.5" if graph_form else SPARQL_JSON
         url = self.request_url()
         try:
-            answer = http_request(
-                "POST", url, body=sent.encode("utf-8"), headers=headers, timeout=timeout, max_bytes=self.max_bytes
-            )
+            answer = self._ask(sent, accept, timeout)
         except EndpointTimeout as error:
             raise QueryTimeout(f"{error}; raise --timeout or narrow the query") from None
         except EndpointError as error:
@@ -471,6 +780,55 @@ class RemoteBackend:
         if graph_form:
             return self._graph(answer)
         return self._table(answer, form)
+
+    def first_method(self, text: str) -> str:
+        """The method the query ``text`` goes by first."""
+        if self.method != "auto":
+            return self.method
+        preferred = _PREFERRED_METHOD.get(self.endpoint)
+        if preferred is not None:
+            return preferred
+        return "get" if len(self._get_url(text)) <= SAFE_URL_LENGTH else "post-form"
+
+    def _ask(self, text: str, accept: str, timeout: float) -> HttpAnswer:
+        deadline = time.monotonic() + timeout
+        method = self.first_method(text)
+        answer = self._send(method, text, accept, timeout, deadline)
+        if self.method == "auto" and answer.status in _OTHER_WAY_STATUSES:
+            other = "post-form" if method == "get" else "get"
+            retried = self._send(other, text, accept, timeout, deadline)
+            if retried.ok:
+                _PREFERRED_METHOD[self.endpoint] = other
+            return retried
+        return answer
+
+    def _get_url(self, text: str) -> str:
+        return with_parameters(self.endpoint, [("query", text), *self._graph_parameters()])
+
+    def _send(self, method: str, text: str, accept: str, timeout: float, deadline: float) -> HttpAnswer:
+        headers = {"Accept": accept}
+        body: bytes | None = None
+        if method == "get":
+            verb, url = "GET", self._get_url(text)
+        elif method == "post-form":
+            verb, url = "POST", self.endpoint
+            body = urllib.parse.urlencode([("query", text), *self._graph_parameters()]).encode("ascii")
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        else:
+            verb, url = "POST", self.request_url()
+            body = text.encode("utf-8")
+            headers["Content-Type"] = "application/sparql-query"
+        return authorized_request(
+            verb,
+            url,
+            body=body,
+            headers=headers,
+            timeout=timeout,
+            max_bytes=self.max_bytes,
+            environ=self.environ,
+            label=self.request_url(),
+            deadline=deadline,
+        )
 
     def _broken(self, answer: HttpAnswer, what: str, detail: str) -> Exception:
         tail = " ".join(answer.body[-300:].decode("utf-8", "replace").split())
@@ -491,6 +849,10 @@ class RemoteBackend:
             document = json.loads(answer.body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as error:
             raise self._broken(answer, "SPARQL JSON results", str(error)) from None
+        if form == "ASK":
+            boolean = _virtuoso_ask(document)
+            if boolean is not None:
+                return AskResult(boolean)
         problem = _json_results_problem(document, form)
         if problem:
             raise self._broken(answer, "SPARQL JSON results", problem)
@@ -510,6 +872,25 @@ class RemoteBackend:
             return parse_graph(answer.body, syntax)
         except (ValueError, SyntaxError) as error:
             raise self._broken(answer, syntax, str(error)) from None
+
+
+def _virtuoso_ask(document: Any) -> bool | None:
+    """The answer of an ASK query that Virtuoso 7 wrote as a one-column table (``__ASK_RETVAL``, 1 or
+    0, or no row) instead of a boolean; None for any other document."""
+    if not isinstance(document, dict) or "boolean" in document:
+        return None
+    head, results = document.get("head"), document.get("results")
+    if not isinstance(head, dict) or head.get("vars") != ["__ASK_RETVAL"] or not isinstance(results, dict):
+        return None
+    rows = results.get("bindings")
+    if rows == []:
+        return False
+    if not isinstance(rows, list) or len(rows) != 1 or not isinstance(rows[0], dict):
+        return None
+    value = rows[0].get("__ASK_RETVAL")
+    if not isinstance(value, dict) or value.get("value") not in ("0", "1"):
+        return None
+    return value["value"] == "1"
 
 
 def _json_results_problem(document: Any, form: str | None) -> str | None:
@@ -535,12 +916,14 @@ def fetch_graph(
     timeout: float = DEFAULT_TIMEOUT,
     max_bytes: int = DEFAULT_MAX_ANSWER,
     environ: Mapping[str, str] | None = None,
+    method: str = "auto",
 ) -> bytes:
     """The whole graph of ``endpoint`` (its default graph, or ``graph``) as N-Triples, fetched with one
-    CONSTRUCT query and read strictly; for checking a remote graph with the shapes."""
+    CONSTRUCT query (sent by ``method``, as RemoteBackend does) and read strictly; for checking a
+    remote graph with the shapes."""
     from pyoxigraph import RdfFormat, serialize
 
-    backend = RemoteBackend(endpoint, graph, max_bytes=max_bytes, environ=environ)
+    backend = RemoteBackend(endpoint, graph, max_bytes=max_bytes, environ=environ, method=method)
     result = backend.run(FETCH_GRAPH_QUERY, None, timeout)
     if not isinstance(result, GraphResult):
         raise QueryFailed(f"{backend.label} answered a CONSTRUCT query with something other than triples")

@@ -31,7 +31,8 @@ SELECT ?record ?s ?p ?o WHERE {{
   }}
   UNION {{ ?record ^cito:citesAsEvidence/sota:currentVersion ?s . }}
   UNION {{ ?record sota:filedUnder/skos:inScheme ?s . }}
-  UNION {{ ?record (sota:filedUnder/skos:inScheme/sota:governedBy)?/{_CHAIN}* ?s . }}
+  UNION {{ ?record {_CHAIN}* ?s . }}
+  UNION {{ ?record sota:filedUnder/skos:inScheme/sota:governedBy/{_CHAIN}* ?s . }}
   ?s ?p ?o .
 }}
 """

@@ -36,15 +36,37 @@ def finding_line(finding: Finding) -> str:
     return f"{finding.location()}: [{finding.rule_id}] {finding.severity}: {finding.message}{who}"
 
 
-def render_text(report: ValidationReport, strict: bool = False) -> str:
-    """Findings grouped by file (a blank line between files), then the summary line."""
+#: The groups of a report against a baseline, in the order the text shows them.
+STATE_HEADINGS = (
+    ("new", "New findings (not in {baseline}):"),
+    ("unchanged", "Already in {baseline}:"),
+    ("absent", "Fixed by this change (in {baseline}, gone now):"),
+)
+
+
+def _file_groups(findings: list[Finding]) -> list[str]:
     lines: list[str] = []
     previous: object = object()
-    for finding in report.findings:
+    for finding in findings:
         if finding.file != previous and lines:
             lines.append("")
         previous = finding.file
         lines.append(finding_line(finding))
+    return lines
+
+
+def render_text(report: ValidationReport, strict: bool = False) -> str:
+    """Findings grouped by file (a blank line between files), then the summary line; against a
+    baseline, in three groups under headings: new first, then unchanged, then fixed."""
+    lines: list[str] = []
+    if report.baseline is None:
+        lines = _file_groups(report.findings)
+    else:
+        for state, heading in STATE_HEADINGS:
+            group = report.absent if state == "absent" else [f for f in report.findings if f.state == state]
+            if group:
+                lines += [heading.format(baseline=report.baseline), *_file_groups(group), ""]
+        lines = lines[:-1] if lines else lines
     if lines:
         lines.append("")
     lines.append(report.summary())
@@ -62,6 +84,7 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
         "focus": finding.focus,
         "path": finding.path,
         "value": finding.value,
+        **({"state": finding.state} if finding.state is not None else {}),
     }
 
 
@@ -75,6 +98,10 @@ def render_json(report: ValidationReport, strict: bool = False) -> str:
         "counts": dict(report.counts),
         "findings": [finding_dict(f) for f in report.findings],
     }
+    if report.baseline is not None:
+        document["baseline"] = report.baseline
+        document["states"] = report.state_counts()
+        document["absent"] = [finding_dict(f) for f in report.absent]
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -86,6 +113,8 @@ def _rules_with_findings(report: ValidationReport) -> list[tuple[Rule | None, st
     by_rule: dict[str, list[Finding]] = {}
     for finding in report.findings:
         by_rule.setdefault(finding.rule_id, []).append(finding)
+    for finding in report.absent:  # listed so their SARIF results have a rule; they never fail
+        by_rule.setdefault(finding.rule_id, [])
     rows: list[tuple[Rule | None, str, list[Finding]]] = [
         (rule, rule.id, by_rule.pop(rule.id, [])) for rule in report.rules
     ]
@@ -106,8 +135,8 @@ def render_junit(report: ValidationReport, strict: bool = False) -> str:
     suite = ET.SubElement(suites, "testsuite", {"name": "sotakg.filing-rules", **counts, "skipped": "0"})
     for rule, rule_id, findings in rows:
         case = ET.SubElement(suite, "testcase", {"classname": "sotakg.filing-rules", "name": rule_id})
-        failed = [f for f in findings if f.severity in failing]
-        passed = [f for f in findings if f.severity not in failing]
+        failed = [f for f in findings if f.severity in failing and f.state in (None, "new")]
+        passed = [f for f in findings if f not in failed]
         if failed:
             noun = "finding" if len(failed) == 1 else "findings"
             summary = f"{len(failed)} {noun}: {rule.comment if rule else rule_id}"
@@ -148,7 +177,7 @@ def render_sarif(report: ValidationReport, strict: bool = False) -> str:
             )
         descriptors.append(descriptor)
     results = []
-    for finding in report.findings:
+    for finding in [*report.findings, *report.absent]:
         result: dict[str, Any] = {
             "ruleId": finding.rule_id,
             "ruleIndex": index_of[finding.rule_id],
@@ -168,6 +197,8 @@ def render_sarif(report: ValidationReport, strict: bool = False) -> str:
         extra = {k: getattr(finding, k) for k in ("focus", "path", "value") if getattr(finding, k) is not None}
         if extra:
             result["properties"] = extra
+        if finding.state is not None:
+            result["baselineState"] = finding.state
         results.append(result)
     log = {
         "$schema": SARIF_SCHEMA,
@@ -215,7 +246,8 @@ def github_command(finding: Finding) -> str:
 
 
 def render_github(report: ValidationReport, strict: bool = False) -> str:
-    """One workflow command per finding (annotations on the pull request), then the summary line."""
-    lines = [github_command(f) for f in report.findings]
+    """One workflow command per finding (annotations on the pull request), then the summary line;
+    against a baseline, only the new findings are annotated."""
+    lines = [github_command(f) for f in report.findings if f.state in (None, "new")]
     lines.append(report.summary())
     return "\n".join(lines) + "\n"

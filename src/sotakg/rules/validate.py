@@ -99,6 +99,8 @@ class Finding:
     focus: str | None = None
     path: str | None = None
     value: str | None = None
+    #: Against a baseline (``validate --baseline``): ``new``, ``unchanged`` or ``absent`` (fixed).
+    state: str | None = None
 
     def location(self) -> str:
         """``file:line``, the file alone, or the focus IRI when no record stands behind the finding."""
@@ -128,6 +130,10 @@ class ValidationReport:
     engine: str
     records: int = 0
     readable: bool = True
+    #: The revision or folder the findings were compared with (``validate --baseline``), if any.
+    baseline: str | None = None
+    #: The baseline's findings this data no longer has (state ``absent``: fixed by the change).
+    absent: list[Finding] = field(default_factory=list)
     counts: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -141,15 +147,34 @@ class ValidationReport:
         return self.counts["violation"] == 0
 
     def failed(self, strict: bool = False) -> bool:
-        """Whether the run fails: violations, or with ``strict`` warnings too."""
+        """Whether the run fails: violations, or with ``strict`` warnings too; against a baseline,
+        only the new findings count."""
+        failing = {"violation", "warning"} if strict else {"violation"}
+        if self.baseline is not None:
+            return any(f.severity in failing and f.state == "new" for f in self.findings)
         return not self.conforms or (strict and self.counts["warning"] > 0)
+
+    def state_counts(self) -> dict[str, int]:
+        """How many findings are new, unchanged and absent (all zero without a baseline)."""
+        counts = {"new": 0, "unchanged": 0, "absent": len(self.absent)}
+        for finding in self.findings:
+            if finding.state in counts:
+                counts[finding.state] += 1
+        return counts
 
     def summary(self) -> str:
         """One line: counts by severity and what was checked."""
         parts = ", ".join(_plural(self.counts[s], s) for s in SEVERITIES)
         if not self.readable:
             return f"{parts}: the data cannot be read; fix the files named above and run again."
-        return f"{parts} in {_plural(self.records, 'record')} (engine {self.engine})."
+        text = f"{parts} in {_plural(self.records, 'record')} (engine {self.engine})"
+        if self.baseline is not None:
+            states = self.state_counts()
+            text += (
+                f"; against {self.baseline}: {states['new']} new, {states['unchanged']} unchanged, "
+                f"{states['absent']} fixed"
+            )
+        return text + "."
 
 
 def _plural(count: int, noun: str) -> str:
@@ -451,15 +476,17 @@ def validate(
     endpoint: str | None = None,
     graph: str | None = None,
     timeout: float = 30.0,
+    method: str = "auto",
     progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate the data folder against the filing rules, building the store first if it is stale.
 
     Data files that cannot be read are reported as ``data-readable`` findings (the store is left
     alone); a missing data folder raises DataFolderMissing (a UsageProblem). With ``endpoint``, the
-    rules run over the graph published there (``graph`` names a named graph) instead of the embedded
-    store; the data folder still gives the file and line of each finding. ``progress`` hears of the
-    reading of the data and of each shape the engine runs.
+    rules run over the graph published there (``graph`` names a named graph; ``method`` says how the
+    query travels, as in ``remote.RemoteBackend``) instead of the embedded store; the data folder
+    still gives the file and line of each finding. ``progress`` hears of the reading of the data and
+    of each shape the engine runs.
     """
     if graph is not None and endpoint is None:
         raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
@@ -488,7 +515,7 @@ def validate(
         from ..query.remote import fetch_graph
 
         store = Store()
-        store.load(fetch_graph(endpoint, graph, timeout=timeout), format=RdfFormat.N_TRIPLES)
+        store.load(fetch_graph(endpoint, graph, timeout=timeout, method=method), format=RdfFormat.N_TRIPLES)
     else:
         from ..graph.open import open_graph
 

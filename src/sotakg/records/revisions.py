@@ -1,0 +1,200 @@
+"""The data folder as a git revision holds it, read with git's plumbing (never a checkout).
+
+``sotakg diff`` and ``validate --baseline`` compare two sides of a change. A side is the working
+tree's data folder, another data folder, or a revision of the repository that holds the data folder.
+A revision's files are listed with ``git ls-tree`` and read with ``git cat-file --batch``: the
+user's work tree, index and branches are never touched, and nothing in the repository's attributes
+(``export-subst``, filters) can rewrite a record on the way, as it could with ``git archive``.
+Only regular blobs within the size limit are taken; a symbolic link where a record should be is a
+problem of that file, named like any other, and is never followed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ..errors import DataError, Problem, UsageProblem
+from .schema import Anthology, load_anthology
+from .sources import FOLDER_KINDS, REGISTRY_FILE, SourceFile, display_path, max_file_bytes, too_large
+
+#: Every git call is bounded in time: a huge or broken repository is an error, never a hang.
+GIT_TIMEOUT = 60.0
+_REGULAR_MODES = {"100644", "100755"}
+
+
+class RevisionError(UsageProblem):
+    """A revision cannot be read: not a git repository, no such revision, or git is missing."""
+
+
+@dataclass(frozen=True)
+class DataSide:
+    """One side of a comparison: its records, a label for people, and where it came from.
+
+    ``tree`` is the git tree id of the data folder at a revision (None for a folder on disk): the
+    same tree always holds the same records, so results about it can be cached by it."""
+
+    label: str
+    anthology: Anthology
+    #: The data folder as its records' ``file`` begins (``data``), so files compare across sides.
+    root: str = ""
+    tree: str | None = None
+    commit: str | None = None
+
+    def relative_file(self, shown: str) -> str:
+        """A record's file relative to the side's data folder (``practices/SOTA-047.yaml``)."""
+        prefix = f"{self.root}/" if self.root and self.root != "." else ""
+        return shown[len(prefix) :] if prefix and shown.startswith(prefix) else shown
+
+
+def run_git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run git in ``repo`` with a time limit, no prompts and no filesystem monitor."""
+    environment = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+    try:
+        return subprocess.run(
+            ["git", "-c", "core.fsmonitor=false", "-C", str(repo), *args],
+            input=stdin,
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            env=environment,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise RevisionError("reading a revision needs git, and it is not installed; install git") from None
+    except subprocess.TimeoutExpired:
+        raise RevisionError(f"git {args[0]} took more than {GIT_TIMEOUT:.0f} s in {display_path(repo)}") from None
+
+
+def repository_of(data_dir: Path) -> tuple[Path, str]:
+    """The top folder of the git repository holding ``data_dir``, and the data folder's path in it
+    (``data``; empty when the data folder is the repository's top). RevisionError when it is in none."""
+    if not data_dir.is_dir():
+        raise RevisionError(f"data folder {display_path(data_dir)} does not exist; pass --data DIR")
+    answer = run_git(data_dir, "rev-parse", "--show-toplevel", "--show-prefix")
+    if answer.returncode != 0:
+        raise RevisionError(
+            f"data folder {display_path(data_dir)} is not in a git repository, so it has no revisions; "
+            f"give two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
+        )
+    top, prefix = (answer.stdout.decode("utf-8", "surrogateescape").split("\n") + ["", ""])[:2]
+    return Path(top), prefix.strip("/")
+
+
+def resolve_commit(repo: Path, revision: str) -> str:
+    """The commit id ``revision`` names in ``repo``; RevisionError when it names none."""
+    if not revision or revision.startswith("-") or "\n" in revision or "\0" in revision:
+        raise RevisionError(f"{revision!r} is not a git revision; give a branch, tag or commit such as origin/main")
+    answer = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}")
+    if answer.returncode != 0:
+        raise RevisionError(
+            f"no revision {revision!r} in the repository at {display_path(repo)}; "
+            f"check the name (git log --oneline), or fetch it first (git fetch origin {revision})"
+        )
+    return answer.stdout.decode("ascii").strip()
+
+
+def data_tree(repo: Path, commit: str, prefix: str, revision: str) -> str:
+    """The tree id of the data folder ``prefix`` at ``commit``; RevisionError when it has none."""
+    spec = f"{commit}:{prefix}" if prefix else f"{commit}^{{tree}}"
+    answer = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", spec)
+    tree = answer.stdout.decode("ascii").strip()
+    if answer.returncode != 0 or run_git(repo, "cat-file", "-t", tree).stdout.strip() != b"tree":
+        raise RevisionError(f"revision {revision!r} has no folder {prefix or '.'}; was the data folder elsewhere then?")
+    return tree
+
+
+def _kind_of(relative: PurePosixPath) -> str | None:
+    parts = relative.parts
+    if len(parts) == 1:
+        return "registry" if parts[0] == REGISTRY_FILE else None
+    return FOLDER_KINDS.get(parts[0]) if len(parts) == 2 else None
+
+
+def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[dict[str, bytes], list[Problem]]:
+    """The YAML files of ``tree`` (a data folder) by path relative to it, read from git's objects,
+    with a problem for each file that is not a regular blob within the size limit."""
+    listing = run_git(repo, "ls-tree", "-r", "-z", "-l", "--end-of-options", tree)
+    if listing.returncode != 0:
+        raise RevisionError(f"git cannot list tree {tree}: {listing.stderr.decode('utf-8', 'replace').strip()}")
+    limit = max_file_bytes()
+    wanted: list[tuple[str, str]] = []
+    problems: list[Problem] = []
+    for entry in listing.stdout.split(b"\0"):
+        if not entry:
+            continue
+        meta, _tab, raw_path = entry.partition(b"\t")
+        mode, kind, object_id, size = meta.decode("ascii").split()
+        relative = raw_path.decode("utf-8", "surrogateescape")
+        parts = PurePosixPath(relative).parts
+        if any(part.startswith(".") for part in parts) or not relative.endswith((".yaml", ".yml")):
+            continue  # as on disk: hidden entries and other files are not records
+        shown = f"{shown_prefix}/{relative}" if shown_prefix else relative
+        stem = PurePosixPath(relative).stem
+        if kind != "blob" or mode not in _REGULAR_MODES:
+            what = "a symbolic link" if mode == "120000" else f"not a regular file (mode {mode})"
+            problems.append(Problem(shown, None, stem, f"{what} in this revision; sotakg reads only regular files"))
+            continue
+        if int(size) > limit:
+            problems.append(Problem(shown, None, stem, too_large(int(size), limit)))
+            continue
+        wanted.append((relative, object_id))
+    contents: dict[str, bytes] = {}
+    if wanted:
+        batch = run_git(repo, "cat-file", "--batch", stdin="".join(f"{oid}\n" for _rel, oid in wanted).encode())
+        if batch.returncode != 0:
+            raise RevisionError(f"git cannot read the objects of tree {tree}")
+        output, position = batch.stdout, 0
+        for relative, object_id in wanted:
+            header_end = output.index(b"\n", position)
+            header = output[position:header_end].decode("ascii").split()
+            if len(header) != 3 or header[0] != object_id or header[1] != "blob":
+                raise RevisionError(f"git answered {' '.join(header)!r} for object {object_id}")
+            start = header_end + 1
+            end = start + int(header[2])
+            contents[relative] = output[start:end]
+            position = end + 1
+    return contents, problems
+
+
+def load_revision(data_dir: Path, revision: str) -> DataSide:
+    """The records of ``data_dir`` as git ``revision`` holds them.
+
+    The files are written into a private temporary folder only for the reader's sake, and shown by
+    their paths in the repository (``data/practices/SOTA-047.yaml``). Raises RevisionError (no
+    repository, no such revision, no data folder then) or DataError (records that cannot be read)."""
+    repo, prefix = repository_of(data_dir)
+    commit = resolve_commit(repo, revision)
+    tree = data_tree(repo, commit, prefix, revision)
+    contents, problems = read_tree_files(repo, tree, prefix)
+    with tempfile.TemporaryDirectory(prefix="sotakg-revision-") as folder:
+        root = Path(folder)
+        sources = []
+        for relative, data in sorted(contents.items()):
+            target = root.joinpath(*PurePosixPath(relative).parts)
+            if not target.resolve().is_relative_to(root.resolve()):
+                continue  # git never lists such a path; refuse it all the same
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            shown = f"{prefix}/{relative}" if prefix else relative
+            sources.append(SourceFile(str(target), relative, shown, _kind_of(PurePosixPath(relative)), len(data), 0))
+        try:
+            anthology = load_anthology(root, sources, contents)
+        except DataError as error:
+            raise DataError(problems + error.problems) from None
+    if problems:
+        raise DataError(problems)
+    return DataSide(f"{revision} ({commit[:12]})", anthology, prefix, tree, commit)
+
+
+def load_side(data_dir: Path, spec: str | None) -> DataSide:
+    """One side of a comparison: the working tree's ``data_dir`` (``spec`` None), another data folder
+    (``spec`` names an existing folder), or ``data_dir`` at the git revision ``spec``."""
+    if spec is None:
+        return DataSide(f"working tree ({display_path(data_dir)})", load_anthology(data_dir), display_path(data_dir))
+    folder = Path(spec)
+    if folder.is_dir():
+        return DataSide(display_path(folder), load_anthology(folder), display_path(folder))
+    return load_revision(data_dir, spec)

@@ -1,0 +1,289 @@
+"""``sotakg diff``: what a change does to the anthology, in the anthology's own terms.
+
+Records are matched across the two sides by kind and identifier, so a file that moves is one record
+whose file changed, and a record whose identifier changes is one removed and one added. Each field
+that differs is one change; a practice's status change carries its new reason (and the records that
+reason names) instead of listing them apart. The formats are text for people, Markdown for a
+pull-request comment or ``$GITHUB_STEP_SUMMARY``, JSON for scripts, and ``sparql-update``, the
+``DELETE DATA``/``INSERT DATA`` that turns BASE's graph into HEAD's (``graph.delta``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..graph.delta import TripleDelta, sparql_update, triple_delta
+from ..query.remote import check_graph_iri
+from ..records.revisions import DataSide
+from ..records.schema import KINDS, Anthology, Record
+
+FORMATS = ("text", "markdown", "json", "sparql-update")
+KIND_ORDER = ("practice", "paper", "adr", "topic", "registry")
+KIND_TITLE = {"practice": "Practices", "paper": "Papers", "adr": "ADRs", "topic": "Topics", "registry": "Registry"}
+_NOUN = {"practice": "practice", "paper": "paper", "adr": "ADR", "topic": "topic", "registry": "registry"}
+#: Fields a status change carries with it rather than listing apart.
+_WITH_STATUS = ("reason", "reason_names")
+#: Text cells longer than this are cut (with an ellipsis) in text and Markdown; JSON keeps them whole.
+CELL_CHARS = 160
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change to one record: ``change`` is ``added``, ``removed``, ``file`` (moved) or the name of
+    the field that changed; ``before`` and ``after`` are the field's values (None: not set)."""
+
+    kind: str
+    record: str
+    change: str
+    before: Any = None
+    after: Any = None
+    file: str | None = None
+    #: For a status change: the new reason and the records it names.
+    reason: str | None = None
+    reason_names: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "kind": self.kind,
+            "record": self.record,
+            "change": self.change,
+            "before": self.before,
+            "after": self.after,
+            "file": self.file,
+        }
+        if self.change == "status":
+            document["reason"] = self.reason
+            document["reason_names"] = list(self.reason_names)
+        return document
+
+
+@dataclass
+class AnthologyDiff:
+    """Every change from BASE to HEAD, records in kind order then identifier order."""
+
+    base: str
+    head: str
+    changes: list[Change]
+    triples: TripleDelta
+    counts: dict[str, dict[str, int]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.counts = {}
+        changed: dict[str, set[str]] = {}
+        for change in self.changes:
+            tally = self.counts.setdefault(change.kind, {"added": 0, "removed": 0, "changed": 0})
+            if change.change in ("added", "removed"):
+                tally[change.change] += 1
+            else:
+                changed.setdefault(change.kind, set()).add(change.record)
+        for kind, records in changed.items():
+            self.counts[kind]["changed"] = len(records)
+
+    def summary(self) -> str:
+        """One line: what changed, by kind, and in triples."""
+        parts = []
+        for kind in KIND_ORDER:
+            tally = self.counts.get(kind)
+            if not tally:
+                continue
+            noun = _NOUN[kind]
+            words = [f"{n} {what}" for what, n in tally.items() if n]
+            plural = noun if kind == "registry" else noun + "s"
+            parts.append(f"{plural}: {', '.join(words)}")
+        if not parts:
+            return "no change to the anthology"
+        deleted, inserted = len(self.triples.deleted), len(self.triples.inserted)
+        noun = "triple" if inserted == 1 else "triples"
+        return "; ".join(parts) + f" ({inserted} {noun} inserted, {deleted} deleted)"
+
+
+def compute_diff(base: DataSide, head: DataSide) -> AnthologyDiff:
+    """The changes that turn ``base``'s records into ``head``'s."""
+    changes = record_changes(base.anthology, head.anthology, base.relative_file, head.relative_file)
+    return AnthologyDiff(base.label, head.label, changes, triple_delta(base.anthology, head.anthology))
+
+
+def _keyed(anthology: Anthology) -> dict[tuple[str, str], Record]:
+    return {(record.kind, record.id): record for record in anthology.records}
+
+
+def _order(key: tuple[str, str]) -> tuple[int, str]:
+    return KIND_ORDER.index(key[0]), key[1]
+
+
+def _same(shown: str) -> str:
+    return shown
+
+
+def record_changes(
+    base: Anthology,
+    head: Anthology,
+    base_file: Callable[[str], str] = _same,
+    head_file: Callable[[str], str] = _same,
+) -> list[Change]:
+    """The changes between two anthologies, record by record and field by field in schema order.
+
+    ``base_file`` and ``head_file`` make a record's file relative to its side's data folder, so a
+    record is "moved" only when its place in the data folder changed."""
+    before, after = _keyed(base), _keyed(head)
+    changes: list[Change] = []
+    for key in sorted(before.keys() | after.keys(), key=_order):
+        kind, record_id = key
+        old, new = before.get(key), after.get(key)
+        if old is None and new is not None:
+            changes.append(Change(kind, record_id, "added", None, dict(new.fields), new.file or None))
+            continue
+        if new is None and old is not None:
+            changes.append(Change(kind, record_id, "removed", dict(old.fields), None, old.file or None))
+            continue
+        assert old is not None and new is not None
+        status_changed = old.get("status") != new.get("status")
+        for spec in KINDS[kind].fields:
+            name = spec.name
+            was, now = old.get(name), new.get(name)
+            if was == now or (status_changed and name in _WITH_STATUS and kind == "practice"):
+                continue
+            if name == "status" and kind == "practice":
+                changes.append(
+                    Change(
+                        kind,
+                        record_id,
+                        "status",
+                        was,
+                        now,
+                        new.file or None,
+                        new.get("reason"),
+                        tuple(new.get("reason_names", [])),
+                    )
+                )
+            else:
+                changes.append(Change(kind, record_id, name, was, now, new.file or None))
+        if old.file and new.file and base_file(old.file) != head_file(new.file):
+            changes.append(Change(kind, record_id, "file", old.file, new.file, new.file))
+    return changes
+
+
+# ------------------------------------------------------------------------------------ describing
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, list):
+        return ", ".join(value) if value else "(none)"
+    return _cut(str(value))
+
+
+def _list_change(before: list[str] | None, after: list[str] | None) -> str:
+    was, now = set(before or []), set(after or [])
+    parts = [f"+{item}" for item in sorted(now - was)] + [f"-{item}" for item in sorted(was - now)]
+    return " ".join(parts) if parts else "reordered"
+
+
+def describe(change: Change) -> str:
+    """One change in a sentence of the anthology's terms."""
+    noun = _NOUN[change.kind]
+    if change.change == "added":
+        fields = change.after or {}
+        title = fields.get("title") or fields.get("label")
+        words = [f"new {noun}"]
+        if title:
+            words.append(f'"{_cut(title)}"')
+        if "status" in fields:
+            words.append(f"({fields['status']})")
+        if change.kind == "practice":
+            cites = fields.get("cites") or []
+            words.append(f"cites {', '.join(cites)}" if cites else "cites nothing")
+        return " ".join(words)
+    if change.change == "removed":
+        fields = change.before or {}
+        title = fields.get("title") or fields.get("label")
+        return f"{noun} removed" + (f' (was "{_cut(title)}")' if title else "")
+    if change.change == "file":
+        return f"file moved from {change.before} to {change.after}"
+    if change.change == "status":
+        text = f"status {_value(change.before)} -> {_value(change.after)}"
+        if change.reason:
+            text += f"; reason: {_cut(change.reason)}"
+        if change.reason_names:
+            text += f" (names {', '.join(change.reason_names)})"
+        return text
+    if change.change == "version":
+        return f"new version: v{_value(change.before)} -> v{_value(change.after)}"
+    spec = KINDS[change.kind].field(change.change)
+    if spec is not None and spec.type == "ids":
+        return f"{change.change.replace('_', ' ')}: {_list_change(change.before, change.after)}"
+    return f"{change.change.replace('_', ' ')}: {_value(change.before)} -> {_value(change.after)}"
+
+
+def _by_kind(diff: AnthologyDiff) -> list[tuple[str, list[Change]]]:
+    groups: dict[str, list[Change]] = {}
+    for change in diff.changes:
+        groups.setdefault(change.kind, []).append(change)
+    return [(kind, groups[kind]) for kind in KIND_ORDER if kind in groups]
+
+
+def render_text(diff: AnthologyDiff, link_base: str | None = None) -> str:
+    """A heading line, then the changes by kind, one a line."""
+    lines = [f"{diff.base} -> {diff.head}: {diff.summary()}"]
+    for kind, changes in _by_kind(diff):
+        lines += ["", KIND_TITLE[kind]]
+        width = max(len(change.record) for change in changes)
+        lines += [f"  {change.record:<{width}}  {describe(change)}" for change in changes]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+
+
+def _link(change: Change, link_base: str | None) -> str:
+    name = _cell(change.record)
+    if change.file is None or change.change == "removed":
+        return name
+    target = (link_base or "") + change.file
+    return f"[{name}]({target.replace(' ', '%20').replace(')', '%29')})"
+
+
+def render_markdown(diff: AnthologyDiff, link_base: str | None = None) -> str:
+    """A summary line, then one table per kind: record (linked to its file), change, before, after."""
+    lines = [f"**sotakg diff** `{_cell(diff.base)}` → `{_cell(diff.head)}`: {_cell(diff.summary())}"]
+    for kind, changes in _by_kind(diff):
+        lines += ["", f"### {KIND_TITLE[kind]}", "", "| Record | Change | What |", "|---|---|---|"]
+        for change in changes:
+            lines.append(f"| {_link(change, link_base)} | {change.change} | {_cell(describe(change))} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(diff: AnthologyDiff, link_base: str | None = None) -> str:
+    document = {
+        "base": diff.base,
+        "head": diff.head,
+        "summary": diff.summary(),
+        "counts": diff.counts,
+        "triples": {"deleted": len(diff.triples.deleted), "inserted": len(diff.triples.inserted)},
+        "changes": [change.as_dict() for change in diff.changes],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def render_diff(diff: AnthologyDiff, format_name: str, link_base: str | None = None, graph: str | None = None) -> str:
+    """The diff in one of FORMATS; ``graph`` is the named graph a sparql-update writes to."""
+    if format_name == "sparql-update":
+        if graph is not None:
+            check_graph_iri(graph)
+        return sparql_update(diff.triples, graph)
+    renderers: dict[str, Callable[[AnthologyDiff, str | None], str]] = {
+        "text": render_text,
+        "markdown": render_markdown,
+        "json": render_json,
+    }
+    return renderers[format_name](diff, link_base)

@@ -1,0 +1,501 @@
+"""`sotakg diff`: the change between two git revisions (or data folders) in the anthology's terms, in
+every format, on temporary repositories with real commits; the SPARQL Update turns BASE's graph into
+HEAD's exactly; revisions are read with git's plumbing, never a checkout, and hostile trees stay inert."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Store
+
+from sotakg.cli import cli
+from sotakg.graph.build import build
+from sotakg.graph.delta import sparql_update, triple_delta
+from sotakg.graph.rdf import anthology_ntriples
+from sotakg.graph.store import DATABASE, StoreLayout
+from sotakg.records.revisions import load_revision
+from sotakg.records.schema import Anthology, Record, load_anthology
+from sotakg.resources import ontology_path
+from sotakg.views.diff import record_changes
+
+from .conftest import SHIPPED_DATA
+from .gitrepo import commit, git, isolate_git, new_repository, set_fields
+from .servers import closed_port, oxigraph
+
+
+@dataclass
+class History:
+    """A repository with a base commit, a change commit, and a merge commit on top."""
+
+    repo: Path
+    base: str
+    change: str
+    main_only: str
+    merge: str
+
+    def short(self, commit_id: str) -> str:
+        return commit_id[:12]
+
+
+def make_change(data: Path) -> None:
+    """One pull request's worth of curation: every kind of change the diff reports."""
+    practices = data / "practices"
+    set_fields(practices / "SOTA-047.yaml", status="Rejected", reason="folded into SOTA-048", reason_names="[SOTA-048]")
+    (practices / "SOTA-999.yaml").write_text(
+        "id: SOTA-999\nversion: 1\ntitle: Shard the optimizer state\nstatus: Proposed\n"
+        "topic: distributed-optimization\n",
+        encoding="utf-8",
+    )
+    set_fields(practices / "SOTA-048.yaml", version="2")
+    set_fields(practices / "SOTA-018.yaml", title="Balance pipeline stages")
+    set_fields(practices / "SOTA-017.yaml", cites="[LIT-016, LIT-051]")
+    (practices / "SOTA-049.yaml").rename(practices / "SOTA-049-buffer-size.yaml")
+    (practices / "SOTA-437.yaml").unlink()
+    set_fields(data / "papers" / "LIT-083.yaml", year="2023")
+    set_fields(data / "adrs" / "ADR-026.yaml", status="Superseded", superseded_by="ADR-059")
+    set_fields(data / "adrs" / "ADR-059.yaml", status="Accepted", supersedes="[ADR-026]")
+    set_fields(data / "topics" / "distributed-optimization.yaml", declared_size="43")
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        isolate_git(monkeypatch)
+        repo = new_repository(tmp_path_factory.mktemp("diff") / "anthology")
+        base = git(repo, "rev-parse", "HEAD").strip()
+        make_change(repo / "data")
+        change = commit(repo, "reject SOTA-047, add SOTA-999, supersede ADR-026, ...")
+        git(repo, "checkout", "-q", "-b", "feature")
+        (repo / "data" / "papers" / "LIT-900.yaml").write_text(
+            "id: LIT-900\ntitle: A paper from the branch\nyear: 2025\n", encoding="utf-8"
+        )
+        commit(repo, "add LIT-900")
+        git(repo, "checkout", "-q", "main")
+        set_fields(repo / "data" / "practices" / "SOTA-019.yaml", summary="Rewritten on main.")
+        main_only = commit(repo, "rewrite SOTA-019's summary")
+        git(repo, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+        merge = git(repo, "rev-parse", "HEAD").strip()
+        monkeypatch.chdir(repo)
+        yield History(repo, base, change, main_only, merge)
+
+
+def diff(runner, *args: str):
+    return runner.invoke(cli, ["diff", *args])
+
+
+def test_text_names_each_change(runner, history: History) -> None:
+    result = diff(runner, history.base, history.change)
+    assert result.exit_code == 0, result.output
+    b, c = history.short(history.base), history.short(history.change)
+    assert result.output == (
+        f"{history.base} ({b}) -> {history.change} ({c}): practices: 1 added, 1 removed, 5 changed; "
+        "papers: 1 changed; ADRs: 2 changed; topics: 1 changed (26 triples inserted, 16 deleted)\n"
+        "\n"
+        "Practices\n"
+        "  SOTA-017  cites: +LIT-051\n"
+        "  SOTA-018  title: Balance pipeline stages to minimize bubble overhead -> Balance pipeline stages\n"
+        "  SOTA-047  status Active -> Rejected; reason: folded into SOTA-048 (names SOTA-048)\n"
+        "  SOTA-048  new version: v1 -> v2\n"
+        "  SOTA-049  file moved from data/practices/SOTA-049.yaml to data/practices/SOTA-049-buffer-size.yaml\n"
+        '  SOTA-437  practice removed (was "Store and move model checkpoints losslessly compressed: code the '
+        'float exponent as its own stream with an entropy coder alone, and store successive checkpoints…")\n'
+        '  SOTA-999  new practice "Shard the optimizer state" (Proposed) cites nothing\n'
+        "\n"
+        "Papers\n"
+        "  LIT-083  year: 2022 -> 2023\n"
+        "\n"
+        "ADRs\n"
+        "  ADR-026  status (none) -> Superseded\n"
+        "  ADR-026  superseded by: (none) -> ADR-059\n"
+        "  ADR-059  status (none) -> Accepted\n"
+        "  ADR-059  supersedes: +ADR-026\n"
+        "\n"
+        "Topics\n"
+        "  distributed-optimization  declared size: 42 -> 43\n"
+    )
+
+
+def test_markdown_has_a_summary_line_and_a_table_per_kind_linking_the_files(runner, history: History) -> None:
+    result = diff(runner, history.base, history.change, "--format", "markdown", "--link-base", "https://x.test/b/")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"**sotakg diff** `{history.base} ({history.short(history.base)})` → ")
+    assert lines[0].endswith("topics: 1 changed (26 triples inserted, 16 deleted)")
+    assert [line for line in lines if line.startswith("### ")] == [
+        "### Practices",
+        "### Papers",
+        "### ADRs",
+        "### Topics",
+    ]
+    assert lines.count("| Record | Change | What |") == 4
+    assert (
+        "| [SOTA-047](https://x.test/b/data/practices/SOTA-047.yaml) | status | "
+        "status Active -> Rejected; reason: folded into SOTA-048 (names SOTA-048) |" in lines
+    )
+    assert (
+        '| [SOTA-999](https://x.test/b/data/practices/SOTA-999.yaml) | added | new practice "Shard the optimizer '
+        'state" (Proposed) cites nothing |' in lines
+    )
+    # A removed record has no file in HEAD to link to.
+    assert any(line.startswith("| SOTA-437 | removed | practice removed") for line in lines)
+    assert "| [LIT-083](https://x.test/b/data/papers/LIT-083.yaml) | year | year: 2022 -> 2023 |" in lines
+
+
+def test_markdown_cells_cannot_break_the_table(tmp_path: Path, runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    old, new = Path("old"), Path("new")
+    (old / "practices").mkdir(parents=True)
+    (old / "practices" / "SOTA-001.yaml").write_text("id: SOTA-001\ntitle: plain\n", encoding="utf-8")
+    shutil.copytree(old, new)
+    (new / "practices" / "SOTA-001.yaml").write_text("id: SOTA-001\ntitle: 'a | b <script> `x`'\n", encoding="utf-8")
+    result = diff(runner, str(old), str(new), "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == (
+        "| [SOTA-001](new/practices/SOTA-001.yaml) | title | title: plain -> a \\| b &lt;script> `x` |"
+    )
+
+
+def test_json_lists_every_change_with_its_values(runner, history: History) -> None:
+    result = diff(runner, history.base, history.change, "--format", "json")
+    document = json.loads(result.output)
+    assert document["counts"] == {
+        "practice": {"added": 1, "removed": 1, "changed": 5},
+        "paper": {"added": 0, "removed": 0, "changed": 1},
+        "adr": {"added": 0, "removed": 0, "changed": 2},
+        "topic": {"added": 0, "removed": 0, "changed": 1},
+    }
+    assert document["triples"] == {"deleted": 16, "inserted": 26}
+    by_record = {(c["record"], c["change"]): c for c in document["changes"]}
+    assert by_record[("SOTA-047", "status")] == {
+        "kind": "practice",
+        "record": "SOTA-047",
+        "change": "status",
+        "before": "Active",
+        "after": "Rejected",
+        "file": "data/practices/SOTA-047.yaml",
+        "reason": "folded into SOTA-048",
+        "reason_names": ["SOTA-048"],
+    }
+    assert by_record[("SOTA-999", "added")]["after"] == {
+        "id": "SOTA-999",
+        "version": 1,
+        "title": "Shard the optimizer state",
+        "status": "Proposed",
+        "topic": "distributed-optimization",
+    }
+    assert by_record[("SOTA-017", "cites")]["before"] == ["LIT-016"]
+    assert by_record[("SOTA-017", "cites")]["after"] == ["LIT-016", "LIT-051"]
+    assert by_record[("SOTA-437", "removed")]["after"] is None
+    assert by_record[("ADR-026", "superseded_by")]["after"] == "ADR-059"
+    assert len(document["changes"]) == 13
+
+
+def graph_of(anthology: Anthology) -> Store:
+    store = Store()
+    store.bulk_load(path=str(ontology_path()), format=RdfFormat.TURTLE)
+    store.bulk_load(anthology_ntriples(anthology), format=RdfFormat.N_TRIPLES)
+    return store
+
+
+def triples_of(store: Store) -> set:
+    return {(q.subject, q.predicate, q.object) for q in store.quads_for_pattern(None, None, None, DefaultGraph())}
+
+
+def test_sparql_update_applied_to_base_store_gives_head_triples(runner, history: History, tmp_path: Path) -> None:
+    result = diff(runner, history.base, history.change, "--format", "sparql-update")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("DELETE DATA {\n") and " ;\nINSERT DATA {\n" in result.output
+    # BASE's real store, built by `sotakg build` from BASE's data folder (a copy of the base commit's).
+    base_data = tmp_path / "base-data"
+    git(history.repo, "worktree", "add", "-q", "--detach", str(tmp_path / "base-tree"), history.base)
+    shutil.copytree(tmp_path / "base-tree" / "data", base_data)
+    git(history.repo, "worktree", "remove", "--force", str(tmp_path / "base-tree"))
+    build(base_data, tmp_path / "store")
+    generation = StoreLayout(tmp_path / "store").current_generation()
+    assert generation is not None
+    store = Store(str(generation / DATABASE))
+    before = triples_of(store)
+    store.update(result.output)
+    head = load_revision(history.repo / "data", history.change).anthology
+    assert triples_of(store) == triples_of(graph_of(head))
+    assert triples_of(store) != before
+    del store
+
+
+def test_sparql_update_into_a_named_graph(runner, history: History) -> None:
+    result = diff(runner, history.base, history.change, "--format", "sparql-update", "--graph", "https://x.test/g")
+    base = load_revision(history.repo / "data", history.base).anthology
+    head = load_revision(history.repo / "data", history.change).anthology
+    store = Store()
+    graph = NamedNode("https://x.test/g")
+    store.load(anthology_ntriples(base), format=RdfFormat.N_TRIPLES, to_graph=graph)
+    store.update(result.output)
+    expected = Store()
+    expected.load(anthology_ntriples(head), format=RdfFormat.N_TRIPLES, to_graph=graph)
+    assert set(store) == set(expected)
+    assert diff(runner, history.base, "--format", "sparql-update", "--graph", "not an iri").exit_code == 2
+
+
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40).filter(
+    lambda s: s.strip()
+)
+
+
+STATUS = st.sampled_from(["Active", "Proposed", "Rejected"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=st.lists(
+        st.tuples(st.integers(1, 30), TEXT, st.sampled_from(["Active", "Proposed", "Rejected"])), max_size=6
+    ),
+    after=st.lists(
+        st.tuples(st.integers(1, 30), TEXT, st.sampled_from(["Active", "Proposed", "Rejected"])), max_size=6
+    ),
+)
+def test_sparql_update_round_trips_any_values(before, after) -> None:
+    def anthology(rows) -> Anthology:
+        records = {}
+        for number, title, status in rows:
+            record_id = f"SOTA-{number:03d}"
+            fields = {"id": record_id, "version": number % 3 + 1, "title": title, "status": status}
+            if status == "Rejected":
+                fields["reason"] = title + " SOTA-001"
+            records[record_id] = Record("practice", record_id, fields)
+        return Anthology(list(records.values()))
+
+    base, head = anthology(before), anthology(after)
+    store = graph_of(base)
+    store.update(sparql_update(triple_delta(base, head)))
+    assert triples_of(store) == triples_of(graph_of(head))
+
+
+def test_working_tree_is_the_default_head_and_is_left_alone(runner, history: History) -> None:
+    status_before = git(history.repo, "status", "--porcelain=v1", "--untracked-files=all")
+    head_before = git(history.repo, "rev-parse", "HEAD")
+    sota = history.repo / "data" / "practices" / "SOTA-030.yaml"
+    original = sota.read_text(encoding="utf-8")
+    try:
+        set_fields(sota, status="Proposed")
+        result = diff(runner, "HEAD")
+        assert result.exit_code == 0, result.output
+        assert result.output.splitlines()[0].endswith(
+            "-> working tree (data): practices: 1 changed (1 triple inserted, 1 deleted)"
+        )
+        assert "  SOTA-030  status Active -> Proposed\n" in result.output
+        assert git(history.repo, "rev-parse", "HEAD") == head_before
+        assert git(history.repo, "status", "--porcelain=v1", "--untracked-files=all") == (
+            " M data/practices/SOTA-030.yaml\n" + status_before
+        )
+    finally:
+        sota.write_text(original, encoding="utf-8")
+
+
+def test_merge_commit_against_each_parent(runner, history: History) -> None:
+    first = diff(runner, history.main_only, history.merge)
+    assert first.output.splitlines()[2:] == ["Papers", '  LIT-900  new paper "A paper from the branch"']
+    both = diff(runner, f"{history.merge}^2", history.merge)
+    assert both.output.splitlines()[2:] == [
+        "Practices",
+        "  SOTA-019  summary: Huang et al. (2018), LIT-016 — ARXIV-1811.06965. -> Rewritten on main.",
+    ]
+
+
+def test_the_same_revision_is_no_change(runner, history: History) -> None:
+    result = diff(runner, history.base, history.base, "--format", "sparql-update")
+    assert result.output == "# no change: the two graphs hold the same triples\n"
+    text = diff(runner, "main", "main")
+    assert text.output.endswith(": no change to the anthology\n")
+
+
+def test_two_data_folders_need_no_git(runner, tmp_path: Path) -> None:
+    old = tmp_path / "old"
+    shutil.copytree(SHIPPED_DATA, old)
+    new = tmp_path / "new"
+    shutil.copytree(old, new)
+    (new / "papers" / "LIT-083.yaml").unlink()
+    result = runner.invoke(cli, ["--data", str(tmp_path / "nowhere"), "diff", str(old), str(new)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[2:] == ["Papers", "  LIT-083  paper removed"]
+
+
+def test_missing_revision_and_folder_outside_git_are_clear_errors(runner, history: History, tmp_path: Path) -> None:
+    missing = diff(runner, "no-such-branch")
+    assert missing.exit_code == 2
+    assert "no revision 'no-such-branch' in the repository" in missing.output
+    dashed = diff(runner, "--", "-n")
+    assert dashed.exit_code == 2 and "is not a git revision" in dashed.output
+    outside = tmp_path / "outside" / "data"
+    shutil.copytree(history.repo / "data", outside)
+    result = runner.invoke(
+        cli, ["--data", str(outside), "diff", "HEAD"], env={"GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    )
+    assert result.exit_code == 2
+    assert "is not in a git repository, so it has no revisions" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_revision_without_the_data_folder(runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_git(monkeypatch)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("x\n", encoding="utf-8")
+    first = commit(repo, "no data yet")
+    shutil.copytree(SHIPPED_DATA, repo / "data")
+    monkeypatch.chdir(repo)
+    result = diff(runner, first)
+    assert result.exit_code == 2
+    assert "has no folder data" in result.output
+
+
+def test_unreadable_record_in_a_revision_names_file_and_line(runner, tmp_path: Path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    (repo / "data" / "practices" / "SOTA-017.yaml").write_text("id: SOTA-017\ntitle: [unclosed\n", encoding="utf-8")
+    broken = commit(repo, "break a record")
+    monkeypatch.chdir(repo)
+    result = diff(runner, "main~1", broken)
+    assert result.exit_code == 1
+    assert "data/practices/SOTA-017.yaml:" in result.output and "(SOTA-017)" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_hostile_trees_stay_inert(runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A committed symbolic link is never followed, and repository attributes cannot rewrite records.
+    isolate_git(monkeypatch)
+    victim = tmp_path / "victim.yaml"
+    victim.write_text("id: SOTA-666\ntitle: secret from outside the data folder\n", encoding="utf-8")
+    repo = new_repository(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    os.symlink(victim, repo / "data" / "practices" / "SOTA-666.yaml")
+    (repo / ".gitattributes").write_text("*.yaml export-subst filter=evil\n", encoding="utf-8")
+    set_fields(repo / "data" / "practices" / "SOTA-017.yaml", title="'$Format:%H$'")
+    linked = commit(repo, "a link out, and attributes")
+    monkeypatch.chdir(repo)
+    result = diff(runner, base, linked)
+    assert result.exit_code == 1
+    assert "data/practices/SOTA-666.yaml: a symbolic link in this revision; sotakg reads only regular files" in (
+        result.output
+    )
+    assert "secret" not in result.output
+    os.unlink(repo / "data" / "practices" / "SOTA-666.yaml")
+    unlinked = commit(repo, "drop the link")
+    result = diff(runner, linked + "~1", unlinked)
+    assert result.exit_code == 0, result.output
+    assert "  SOTA-017  title: Use micro-batch splitting for pipeline parallelism -> $Format:%H$\n" in result.output
+    assert victim.read_text(encoding="utf-8").startswith("id: SOTA-666")
+
+
+def test_record_changes_match_records_by_identifier_not_file() -> None:
+    one = Record("paper", "LIT-1", {"id": "LIT-1", "title": "A"}, "papers/a.yaml")
+    moved = Record("paper", "LIT-1", {"id": "LIT-1", "title": "A"}, "papers/b.yaml")
+    renamed = Record("paper", "LIT-2", {"id": "LIT-2", "title": "A"}, "papers/a.yaml")
+    assert [c.change for c in record_changes(Anthology([one]), Anthology([moved]))] == ["file"]
+    assert [(c.record, c.change) for c in record_changes(Anthology([one]), Anthology([renamed]))] == [
+        ("LIT-1", "removed"),
+        ("LIT-2", "added"),
+    ]
+
+
+def test_load_anthology_of_a_revision_equals_the_checked_out_folder(history: History, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    git(history.repo, "worktree", "add", "-q", "--detach", str(tree), history.change)
+    try:
+        on_disk = load_anthology(tree / "data")
+        from_git = load_revision(history.repo / "data", history.change).anthology
+        assert sorted((r.kind, r.id, tuple(r.fields.items()).__repr__()) for r in on_disk.records) == sorted(
+            (r.kind, r.id, tuple(r.fields.items()).__repr__()) for r in from_git.records
+        )
+    finally:
+        git(history.repo, "worktree", "remove", "--force", str(tree))
+
+
+# ------------------------------------------------------------------------------------ publish --since
+
+
+NO_CREDENTIALS = {"SOTAKG_USER": None, "SOTAKG_PASSWORD": None, "SOTAKG_TOKEN": None}
+GRAPH = "https://example.org/graphs/sotakg"
+
+
+def count(base: str, graph: str) -> int:
+    """Triples in ``graph`` on the server, asked over HTTP."""
+    query = urllib.parse.quote(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}")
+    request = urllib.request.Request(
+        f"{base}/query?query={query}", headers={"Accept": "application/sparql-results+json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return int(json.load(answer)["results"]["bindings"][0]["n"]["value"])
+
+
+def server_triples(base: str) -> set:
+    """The server's default graph, fetched over HTTP, as a set of N-Triples lines."""
+    request = urllib.request.Request(f"{base}/store?default", headers={"Accept": "application/n-triples"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return {line for line in answer.read().decode("utf-8").split("\n") if line}
+
+
+def test_publish_since_sends_the_change_when_the_server_holds_base(runner, tmp_path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    with oxigraph(tmp_path / "db") as server:
+        endpoint = f"{server}/store"
+        first = runner.invoke(cli, ["publish", "--endpoint", endpoint], env=NO_CREDENTIALS)
+        assert first.exit_code == 0, first.output
+        set_fields(repo / "data/practices/SOTA-047.yaml", status="Rejected", reason="folded into SOTA-048")
+        (repo / "data/papers/LIT-083.yaml").unlink()
+        commit(repo, "reject SOTA-047, drop LIT-083")
+        since = runner.invoke(cli, ["publish", "--endpoint", endpoint, "--since", "main~1"], env=NO_CREDENTIALS)
+        assert since.exit_code == 0, since.output
+        assert since.stdout == (
+            f"Updated the default graph at {server}/update: 3 triples inserted, 6 deleted (HTTP 204) in "
+            + since.stdout.rsplit(" in ", 1)[1]
+        )
+        updated = server_triples(server)
+        # The update made exactly what a full publish of HEAD makes.
+        full = runner.invoke(cli, ["publish", "--endpoint", endpoint], env=NO_CREDENTIALS)
+        assert full.exit_code == 0, full.output
+        assert updated == server_triples(server)
+        assert any("folded into SOTA-048" in line for line in updated)
+        # The server now holds HEAD, not main~1: the update would be wrong, so all of it is sent.
+        again = runner.invoke(cli, ["publish", "--endpoint", endpoint, "--since", "main~1"], env=NO_CREDENTIALS)
+        assert again.exit_code == 0, again.output
+        assert again.stdout.startswith("The server's graph is not BASE's (it holds 781 triples, 3 of them not")
+        assert "published the whole graph instead.\nPublished 781 triples" in again.stdout
+        assert server_triples(server) == updated
+        # Nothing changed since HEAD: nothing is sent.
+        same = runner.invoke(cli, ["publish", "--endpoint", endpoint, "--since", "main"], env=NO_CREDENTIALS)
+        assert same.stdout == f"the default graph at {server}/update already holds this graph; nothing sent.\n"
+
+
+def test_publish_since_falls_back_when_the_server_has_no_graph(runner, tmp_path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    with oxigraph(tmp_path / "db") as server:
+        named = ["--graph", GRAPH, "--since", "main"]
+        result = runner.invoke(cli, ["publish", "--endpoint", f"{server}/store", *named], env=NO_CREDENTIALS)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.startswith("The server's graph is not BASE's (it has no such graph)")
+        assert count(server, GRAPH) == 784
+
+
+def test_publish_since_needs_an_update_endpoint_it_can_tell(runner, tmp_path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    monkeypatch.chdir(new_repository(tmp_path / "repo"))
+    port = closed_port()
+    args = ["publish", "--endpoint", f"http://127.0.0.1:{port}/graphs", "--since", "main"]
+    result = runner.invoke(cli, args, env=NO_CREDENTIALS)
+    assert result.exit_code == 2
+    assert "give it with --update-endpoint" in result.output
