@@ -238,9 +238,10 @@ def test_piped_errors_are_reported_and_the_script_goes_on(backend):
     assert code == 1
     assert out == "true\n"
     assert err == (
-        "Error at line 1: syntax error at line 2, column 10: expected one of LATERAL, SERVICE\n"
+        "Error at line 1: syntax error at line 2, column 9: missing object: the triple `?x ?y` has a subject and "
+        "a predicate but no object (a variable, an IRI, a prefixed name or a literal)\n"
         "   2 |   ?x ?y }\n"
-        "     |          ^\n"
+        "     |         ^\n"
         "Error at line 3: DELETE (line 3, column 1) is SPARQL Update, and the graph is read-only here: it is "
         "compiled from the data folder. Only SELECT, ASK, CONSTRUCT and DESCRIBE queries run\n"
         "Error at line 4: unknown command .bogus; .help lists the commands\n"
@@ -322,7 +323,10 @@ def test_cli_console_with_piped_input(runner, built_store):
     assert (result.exit_code, result.stdout) == (0, golden("practices-citing-LIT-051.tsv"))
     result = runner.invoke(cli, args, input="ASK { ?x };\n")
     assert result.exit_code == 1
-    assert result.stderr.startswith("Error at line 1: syntax error at line 1, column 11")
+    assert result.stderr.startswith(
+        "Error at line 1: syntax error at line 1, column 10: missing predicate and object: the triple `?x` has "
+        "only a subject\n"
+    )
 
 
 def test_console_script_builds_the_store_and_sets_the_exit_status(tmp_path):
@@ -340,7 +344,9 @@ def test_console_script_builds_the_store_and_sets_the_exit_status(tmp_path):
         )
     assert done.returncode == 1
     assert done.stdout.decode() == golden("practices-citing-LIT-051.table")
-    assert done.stderr.decode().startswith("Error at line 1: syntax error at line 1, column 1")
+    assert done.stderr.decode().startswith(
+        "Error at line 1: syntax error at line 1, column 8: `SPARQL` is not a SPARQL keyword"
+    )
     assert (tmp_path / ".sotakg" / "store").exists()
 
 
@@ -421,7 +427,7 @@ def test_a_session_in_a_terminal(built_store, tmp_path):
 
     # A syntax error is reported with its place, and the session goes on.
     child.send("SELECT ?x WHERE { ?x ?y };" + ENTER)
-    answer(child, r"Error: syntax error at line 1, column 26")
+    answer(child, r"Error: syntax error at line 1, column 25: missing object")
 
     # Ctrl-C stops a running query (its worker is killed) and the session goes on.
     child.send(SLOW.strip() + ENTER)

@@ -85,3 +85,12 @@ def test_readme_opens_with_the_two_commands():
     command = "pip install -e '.[test]' && python -m pytest"
     assert command in text
     assert command in (REPO / ".ci" / "run").read_text().splitlines()
+
+
+@pytest.mark.parametrize("path, command", all_commands(), ids=[p for p, _ in all_commands()])
+def test_every_option_a_command_has_is_in_its_help(path, command):
+    """An error message may suggest an option (why's suggests --timeout): none is hidden from --help."""
+    hidden = [param.name for param in command.params if getattr(param, "hidden", False)]
+    assert hidden == [], f"{path} hides {hidden}"
+    if any(param.name == "timeout" for param in command.params):
+        assert "--timeout" in help_text(path)

@@ -41,14 +41,39 @@ COMMANDS: list[tuple[list[str], int]] = [
 ]
 
 
-def namespace_works() -> bool:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return False
-    probe = subprocess.run(["unshare", "-n", "ip", "link", "set", "lo", "up"], capture_output=True)
-    return probe.returncode == 0
+#: Ways to start a process in a network namespace of its own: as root, or (anyone, where the kernel
+#: allows unprivileged user namespaces) inside a user namespace that maps the caller to root.
+UNSHARE_WAYS = (["unshare", "-n"], ["unshare", "-rn"])
 
 
-pytestmark = pytest.mark.skipif(not namespace_works(), reason="needs root and unshare -n (a network namespace)")
+def network_namespace() -> tuple[list[str] | None, str]:
+    """The command prefix that drops the network here (and keeps loopback), or None and why not."""
+    missing = [tool for tool in ("unshare", "ip") if shutil.which(tool) is None]
+    if missing:
+        return (
+            None,
+            f"cannot cut the network off: {' and '.join(missing)} not installed (apt-get install util-linux iproute2)",
+        )
+    failures = []
+    for prefix in UNSHARE_WAYS:
+        try:
+            probe = subprocess.run(
+                [*prefix, "ip", "link", "set", "lo", "up"], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            failures.append(f"{' '.join(prefix)}: {error}")
+            continue
+        if probe.returncode == 0:
+            return prefix, ""
+        failures.append(f"{' '.join(prefix)}: {(probe.stderr.strip().splitlines() or ['failed'])[-1]}")
+    return None, (
+        "this machine lets no process drop its network (" + "; ".join(failures) + "): run as root, or enable "
+        "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)"
+    )
+
+
+UNSHARE, WHY_NOT = network_namespace()
+pytestmark = pytest.mark.skipif(UNSHARE is None, reason=WHY_NOT)
 
 
 @pytest.mark.parametrize("args, code", COMMANDS, ids=[" ".join(a[:2]) for a, _ in COMMANDS])
@@ -61,7 +86,7 @@ def test_command_works_offline_and_never_reaches_out(workdir, args, code):
     words = [arg if arg == "<" else _quote(arg) for arg in args]
     command = " ".join(["ip link set lo up &&", sys.executable, "-m", "sotakg", *words])
     result = subprocess.run(
-        ["unshare", "-n", "sh", "-c", command], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
+        [*(UNSHARE or []), "sh", "-c", command], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == code, result.stdout + result.stderr
     assert not log.exists(), log.read_text()
@@ -80,6 +105,6 @@ def test_the_harness_catches_an_attempt(workdir):
     env["SOTAKG_NETWORK_LOG"] = str(log)
     attempt = "import urllib.request; urllib.request.urlopen('http://example.org/', timeout=2)"
     command = f"ip link set lo up && {sys.executable} -c {_quote(attempt)}"
-    result = subprocess.run(["unshare", "-n", "sh", "-c", command], cwd=workdir, env=env, capture_output=True)
+    result = subprocess.run([*(UNSHARE or []), "sh", "-c", command], cwd=workdir, env=env, capture_output=True)
     assert result.returncode != 0  # the namespace has no route out
     assert "example.org" in log.read_text()  # and the audit hook saw the attempt

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import zipfile
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, subprocess_env
 
 
 def test_wheel_contains_resources_and_works_installed(tmp_path):
@@ -35,3 +36,41 @@ def test_wheel_contains_resources_and_works_installed(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(site / "sotakg" / "ontology" / "sotakg.ttl")
+
+
+def test_one_install_brings_what_the_three_uses_need(tmp_path):
+    """`pip install sotakg` (no extras) brings the build's, the console's and the server's packages; the
+    old extras are empty aliases, so `pip install 'sotakg[serve]'` still works."""
+    hatchling_build = pytest.importorskip("hatchling.build")
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        name = hatchling_build.build_wheel(str(tmp_path))
+    finally:
+        os.chdir(cwd)
+    with zipfile.ZipFile(tmp_path / name) as wheel:
+        metadata = next(wheel.read(n).decode() for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    requires = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
+    required = {re.split(r"[<>=;\[ ]", r, maxsplit=1)[0].lower() for r in requires if "extra ==" not in r}
+    assert required >= {"click", "pyyaml", "pyoxigraph", "rdflib", "pyshacl", "prompt-toolkit", "pygments", "oxigraph"}
+    extras = {line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Provides-Extra: ")}
+    assert {"serve", "console"} <= extras
+    aliases = [r for r in requires if "extra == 'serve'" in r or "extra == 'console'" in r]
+    assert aliases == []
+
+
+def test_commands_other_than_the_console_do_not_import_its_libraries(tmp_path):
+    code = (
+        "import sys\n"
+        "from sotakg.cli import cli\n"
+        "try:\n"
+        "    cli.main(['queries'], prog_name='sotakg')\n"
+        "except SystemExit as done:\n"
+        "    assert done.code == 0, done.code\n"
+        "print(sorted(m for m in ('prompt_toolkit', 'pygments') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=subprocess_env(), cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"

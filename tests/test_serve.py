@@ -421,7 +421,7 @@ def test_deep_operator_chains_are_refused_and_the_server_lives_on(served):
     chain = ("ASK { FILTER(" + "!" * 200000 + "true) }").encode()
     status, text = plain_answer("POST", served.base + "/query", chain, "application/sparql-query")
     assert status == 400
-    assert text.startswith("refused: the query nests brackets and prefix operators (! - + ^) 200002 levels deep")
+    assert text.startswith("refused: the query nests brackets and prefix operators (! - + ^) more than 100 levels deep")
     short = "/query?query=" + urllib.parse.quote("ASK { FILTER(" + "!" * 20000 + "true) }")
     assert plain_answer("GET", served.base + short)[0] == 400
     assert plain_answer("GET", served.base + "/query?query=" + urllib.parse.quote("ASK { FILTER(!!true) }")) == (

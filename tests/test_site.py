@@ -22,17 +22,21 @@ from sotakg.query.results import SelectResult
 from sotakg.query.sparql import LocalBackend
 from sotakg.query.why import Facts
 from sotakg.records.schema import load_anthology
-from sotakg.views.diagrams import diagram_from_triples, to_mermaid
-from sotakg.views.named import run_view
 from sotakg.views.site import MANIFEST, SiteGraph, build_site, linked
 
-from .conftest import FIXTURES, SEED_PAGE, SHIPPED_DATA, invoke
+from .conftest import FIXTURES, GOLDEN, SEED_PAGE, SHIPPED_DATA, invoke
 
 ID_RE = re.compile(r"\b(?:SOTA|LIT|ADR)-\d+\b")
 SHIPPED = load_anthology(SHIPPED_DATA)
 RECORD_IDS = sorted(r.id for r in SHIPPED.records if r.kind in ("practice", "paper", "adr"))
 GRAPHVIZ = shutil.which("dot") is not None
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_CANDIDATES = [
+    shutil.which("chromium"),
+    shutil.which("chromium-browser"),
+    # the binaries behind Debian's and Ubuntu's wrapper scripts, for where a wrapper itself is broken
+    "/usr/lib/chromium/chromium",
+    "/usr/lib/chromium-browser/chromium-browser",
+]
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -43,7 +47,60 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+
+
+def find_browser(candidates: list[str | None], probe_dir: Path) -> tuple[str | None, str]:
+    """The first candidate that renders a page headless, or None and why none did (each one's failure)."""
+    failures = []
+    for candidate in dict.fromkeys(c for c in candidates if c):
+        if not os.access(candidate, os.X_OK):
+            continue
+        profile = probe_dir / f"probe-{len(failures)}"
+        try:
+            probe = subprocess.run(
+                [candidate, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", "about:blank"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, "HOME": str(profile)},
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            failures.append(f"{candidate}: {error}")
+            continue
+        if probe.returncode == 0 and "<body" in probe.stdout:
+            return candidate, ""
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        failures.append(f"{candidate} exited {probe.returncode}: {last[:200]}")
+    if not failures:
+        return None, "chromium is not installed (apt-get install chromium)"
+    return None, "no working chromium: " + "; ".join(failures)
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A headless Chromium that works here (skips, saying why, when there is none)."""
+    found, why = find_browser(CHROMIUM_CANDIDATES, tmp_path_factory.mktemp("browser-probe"))
+    if found is None:
+        pytest.skip(why)
+    return found
+
+
+def test_find_browser_passes_over_a_broken_wrapper(tmp_path):
+    broken = tmp_path / "chromium"
+    broken.write_text("#!/bin/sh\necho 'wrapper: cannot find the browser' >&2\nexit 127\n")
+    broken.chmod(0o755)
+    working = tmp_path / "real-chromium"
+    working.write_text("#!/bin/sh\necho '<html><head></head><body></body></html>'\n")
+    working.chmod(0o755)
+    assert find_browser([str(broken), str(working)], tmp_path) == (str(working), "")
+    assert find_browser([str(broken), str(tmp_path / "absent")], tmp_path) == (
+        None,
+        f"no working chromium: {broken} exited 127: wrapper: cannot find the browser",
+    )
+    assert find_browser([None, str(tmp_path / "absent")], tmp_path) == (
+        None,
+        "chromium is not installed (apt-get install chromium)",
+    )
 
 
 # ------------------------------------------------------------------------------------------ export index --all
@@ -351,9 +408,46 @@ def test_without_graphviz_diagrams_are_mermaid_source(built_store, tmp_path):
     assert not any("<svg" in text for text in pages.values())
     text = pages["topic-distributed-optimization.html"]
     source = html.unescape(text.split('<pre class="mermaid-source">')[1].split("</pre>")[0])
-    triples = run_view(backend, "topic", {"topic": "distributed-optimization"}).triples
-    assert source == to_mermaid(diagram_from_triples(triples), "topic distributed-optimization")
+    # the same text `sotakg export view topic -p topic=distributed-optimization --format mermaid` writes
+    assert source == (GOLDEN / "views" / "topic.mmd").read_text(encoding="utf-8")
     assert "apt-get install graphviz" in text
+
+
+def test_the_site_says_on_standard_error_when_it_falls_back_to_mermaid(runner, built_store, tmp_path, monkeypatch):
+    monkeypatch.setattr("sotakg.views.diagrams.graphviz_available", lambda: False)
+    result = invoke(runner, built_store, "export", "site", str(tmp_path / "public"))
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        "Note: Graphviz's dot is not installed, so the site's diagrams are Mermaid source instead of drawings: "
+        "install the graphviz package (for example: apt-get install graphviz) and export again, or pass "
+        "--mermaid to choose Mermaid source.\n"
+    )
+    assert result.stdout == f"Wrote 68 files to {tmp_path / 'public'}, 0 unchanged.\n"
+    chosen = invoke(runner, built_store, "export", "site", "--mermaid", str(tmp_path / "chosen"))
+    assert (chosen.exit_code, chosen.stderr) == (0, "")
+
+
+def test_arxiv_identifiers_in_text_link_to_their_abstracts():
+    anthology = SiteGraph(Facts(SelectResult(("s", "p", "o"), ())), [], records={"LIT-027": "paper"})
+    text = (
+        "LIT-027 — ARXIV-1910.02054. Also arXiv:2105.05720v2, 1604.06174, https://arxiv.org/abs/1811.06965 "
+        "and 1913.02054."
+    )
+    assert linked(text, anthology) == (
+        '<a href="LIT-027.html">LIT-027</a> — <a href="https://arxiv.org/abs/1910.02054" rel="noopener">'
+        'ARXIV-1910.02054</a>. Also <a href="https://arxiv.org/abs/2105.05720v2" rel="noopener">arXiv:2105.05720v2'
+        '</a>, <a href="https://arxiv.org/abs/1604.06174" rel="noopener">1604.06174</a>, '
+        '<a href="https://arxiv.org/abs/1811.06965" rel="noopener">https://arxiv.org/abs/1811.06965</a> and '
+        "1913.02054."  # month 13: not an arXiv id
+    )
+
+
+def test_arxiv_identifiers_in_summaries_are_links_on_the_site(site):
+    text = (site / "SOTA-029.html").read_text(encoding="utf-8")
+    assert '<a href="https://arxiv.org/abs/1910.02054" rel="noopener">ARXIV-1910.02054</a>' in text
+    for name, page in pages_of(site).items():
+        loose = " ".join(Page(page).loose_text)
+        assert not re.search(r"\bARXIV-\d{4}\.\d{4,5}", loose), f"{name} shows an arXiv id without its link"
 
 
 def test_text_from_the_data_is_escaped(runner, data_copy, tmp_path):
@@ -386,10 +480,9 @@ def test_export_site_into_a_file_is_refused(runner, built_store, tmp_path):
 # ------------------------------------------------------------------------------------------ in a browser
 
 
-def browse(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
+def browse(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -397,8 +490,8 @@ def browse(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def dump_dom(profile: Path, page: Path) -> str:
-    result = browse(profile, "--dump-dom", page.as_uri())
+def dump_dom(chromium: str, profile: Path, page: Path) -> str:
+    result = browse(chromium, profile, "--dump-dom", page.as_uri())
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith('<!DOCTYPE html>\n<html lang="en">'), result.stdout[:200]
     return result.stdout
@@ -413,24 +506,24 @@ def follow(page: Path, dom: str, text: str) -> Path:
     return target
 
 
-@needs_chromium
-def test_in_a_browser_from_the_index_to_a_rejected_practice_and_what_its_reason_names(site, tmp_path):
+def test_in_a_browser_from_the_index_to_a_rejected_practice_and_what_its_reason_names(site, tmp_path, chromium):
     profile = tmp_path / "profile"
-    index = dump_dom(profile, site / "index.html")
+
+    index = dump_dom(chromium, profile, site / "index.html")
     assert "<h2>Rejected practices</h2>" in index
     rejected = follow(site / "index.html", index, "SOTA-049")
     assert rejected.name == "SOTA-049.html"
-    dom = dump_dom(profile, rejected)
+    dom = dump_dom(chromium, profile, rejected)
     assert '<span class="status status-rejected">Rejected</span>' in dom
     assert "Set buffer size to network bandwidth-delay product</h1>" in dom
     named = follow(rejected, dom, "SOTA-048")
     assert named.name == "SOTA-048.html"
-    dom = dump_dom(profile, named)
+    dom = dump_dom(chromium, profile, named)
     assert "Group small tensors before communication</h1>" in dom
     assert '<a href="SOTA-049.html">SOTA-049</a>' in dom.split("Named in the rejection reasons of")[1]
     back = follow(named, dom, "Distributed optimization")
     assert back.name == "topic-distributed-optimization.html"
-    dom = dump_dom(profile, back)
+    dom = dump_dom(chromium, profile, back)
     assert follow(back, dom, "Back to the full index.").name == "index.html"
     if GRAPHVIZ:
         assert dom.count("<svg") == 1 and 'xlink:href="SOTA-049.html"' in dom
@@ -478,11 +571,10 @@ def png_colours(data: bytes) -> set[bytes]:
     return colours
 
 
-@needs_chromium
-def test_a_screenshot_of_the_index_is_not_blank(site, tmp_path):
+def test_a_screenshot_of_the_index_is_not_blank(site, tmp_path, chromium):
     shot = tmp_path / "index.png"
     result = browse(
-        tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,900", (site / "index.html").as_uri()
+        chromium, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,900", (site / "index.html").as_uri()
     )
     assert result.returncode == 0, result.stderr[-2000:]
     colours = png_colours(shot.read_bytes())

@@ -168,7 +168,7 @@ def test_syntax_error_positions_are_the_users_own_despite_predeclared_prefixes(b
     with pytest.raises(QuerySyntaxError) as caught:
         run_query(backend, "SELECT * WHERE { ?s sota:status ?o")
     assert (caught.value.line, caught.value.column) == (1, 35)
-    assert str(caught.value).startswith("syntax error at line 1, column 35: expected one of ")
+    assert str(caught.value).startswith("syntax error at line 1, column 35: missing `}`: the `{` at line 1, column 16")
     assert "[" not in str(caught.value).splitlines()[0]  # pyoxigraph's character classes are left out
 
 
@@ -237,7 +237,7 @@ def test_nesting_past_the_limit_is_refused(runner, built_store):
     result = invoke(runner, built_store, "sparql", nested(MAX_DEPTH + 1))
     assert result.exit_code == 2
     assert (
-        "the query nests brackets and prefix operators (! - + ^) 101 levels deep (line 1, column 122 reaches "
+        "the query nests brackets and prefix operators (! - + ^) more than 100 levels deep (line 1, column 122 reaches "
         "level 101); the limit is 100"
     ) in result.stderr
 
@@ -260,7 +260,10 @@ def test_nesting_depth_counts_chains_of_prefix_operators():
 
 def test_long_chains_of_prefix_operators_are_refused(backend):
     assert run_query(backend, negated(50)) == AskResult(True)  # an even number of negations
-    with pytest.raises(QueryRefused, match=r"nests brackets and prefix operators \(! - \+ \^\) 202 levels deep"):
+    with pytest.raises(
+        QueryRefused,
+        match=r"nests brackets and prefix operators \(! - \+ \^\) more than 100 levels deep \(line 1, column 112 ",
+    ):
         check_query(negated(200))
     for chain in ("-" * 200 + "1", "+" * 200 + "1"):
         with pytest.raises(QueryRefused):
@@ -277,12 +280,13 @@ def test_a_remote_query_is_checked_before_it_is_parsed_here(runner, built_store)
     endpoint = f"http://127.0.0.1:{closed_port()}/query"
     result = invoke(runner, built_store, "sparql", negated(20000), "--endpoint", endpoint)
     assert result.exit_code == 2, result.output
-    assert "nests brackets and prefix operators (! - + ^) 20002 levels deep" in result.stderr
+    assert "nests brackets and prefix operators (! - + ^) more than 100 levels deep" in result.stderr
 
 
-def test_an_engine_crash_is_a_clean_error(built_store):
-    """Past the check (raised on purpose here), pyoxigraph's parser overflows its stack on deep
+def test_an_engine_crash_is_a_clean_error(built_store, monkeypatch):
+    """Past the check (switched off on purpose here), pyoxigraph's parser overflows its stack on deep
     nesting and the worker dies by a signal; the caller gets an error, not a crash."""
+    monkeypatch.setattr(sparql, "check_query", lambda text, max_depth=0: None)
     reckless = LocalBackend(built_store[1], max_depth=10**6)
     with pytest.raises(QueryFailed, match=r"^the query engine crashed \(SIG[A-Z]+\)"):
         reckless.run(nested(20000))

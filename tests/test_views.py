@@ -189,7 +189,7 @@ def test_rejected_practices_look_different(runner, built_store):
     assert (
         '  "SOTA_049" [label="SOTA-049 (Rejected)\\nSet buffer size to network…", shape="box", '
         'style="filled,rounded,dashed", fillcolor="#fde8e8", color="#c53030", fontcolor="#9b2c2c", '
-        'tooltip="SOTA-049 (Rejected): Set buffer size to network bandwidth-delay product"];'
+        'tooltip="SOTA-049 (Rejected)\\nSet buffer size to network bandwidth-delay product"];'
     ) in dot
     assert '  "SOTA_048" [label="SOTA-048\\nGroup small tensors before communication", shape="box", ' in dot
 
@@ -199,10 +199,11 @@ _MERMAID_ID = r"[A-Za-z][A-Za-z0-9_]*"
 _MERMAID_LABEL = r'"(?:[^"<>#]|#(?:quot|lt|gt|amp|\d+);|<br/>)*"'
 _MERMAID_SHAPES = [("(", ")"), ("[", "]"), ("([", "])"), ("[[", "]]"), ("{{", "}}"), ("[(", ")]")]
 _MERMAID_NODE = re.compile(
-    rf"  (?P<id>{_MERMAID_ID})(?:"
+    rf" {{2,4}}(?P<id>{_MERMAID_ID})(?:"
     + "|".join(re.escape(a) + _MERMAID_LABEL + re.escape(b) for a, b in _MERMAID_SHAPES)
     + ")"
 )
+_MERMAID_SUBGRAPH = re.compile(rf"  subgraph (?P<id>{_MERMAID_ID})\[{_MERMAID_LABEL}\]")
 _MERMAID_EDGE = re.compile(rf"  (?P<a>{_MERMAID_ID}) (?:-->|-\.->|==>)\|[a-z ]+\| (?P<b>{_MERMAID_ID})")
 _MERMAID_CLASSDEF = re.compile(r"  classDef (?P<name>[A-Za-z]+) [a-z-]+:[#\w. ]+(?:,[a-z-]+:[#\w. ]+)*")
 _MERMAID_CLASS = re.compile(rf"  class (?P<ids>{_MERMAID_ID}(?:,{_MERMAID_ID})*) (?P<name>[A-Za-z]+)")
@@ -217,8 +218,16 @@ def check_mermaid(text: str) -> None:
     assert lines[0] == "flowchart LR"
     nodes: set[str] = set()
     defined: set[str] = set()
+    open_subgraph = False
     for line in lines[1:]:
-        if match := _MERMAID_NODE.fullmatch(line):
+        if match := _MERMAID_SUBGRAPH.fullmatch(line):
+            assert not open_subgraph and match["id"] not in nodes, line
+            open_subgraph = True
+            nodes.add(match["id"])  # an edge may start or end at a subgraph
+        elif line == "  end":
+            assert open_subgraph, "end without subgraph"
+            open_subgraph = False
+        elif (match := _MERMAID_NODE.fullmatch(line)) and line.startswith("    ") == open_subgraph:
             assert match["id"] not in nodes, f"node declared twice: {line}"
             assert match["id"].lower() not in _MERMAID_RESERVED and match["id"][0] not in "ox"
             nodes.add(match["id"])
@@ -230,6 +239,7 @@ def check_mermaid(text: str) -> None:
             assert match["name"] in defined and set(match["ids"].split(",")) <= nodes, line
         else:
             raise AssertionError(f"not in the Mermaid subset: {line!r}")
+    assert not open_subgraph, "a subgraph is not closed"
 
 
 @pytest.mark.parametrize("name", list(VIEWS))
@@ -273,11 +283,79 @@ def test_dot_of_each_view_renders_with_graphviz():
     for source, svg in zip(sources, svgs, strict=True):
         assert svg.startswith('<?xml version="1.0" encoding="UTF-8" standalone="no"?>')
         assert svg.rstrip().endswith("</svg>")
-        declared = len(re.findall(r"^  \"\w+\" \[label=", source, re.M))
-        drawn_edges = len(re.findall(r"^  \"\w+\" -> ", source, re.M))
+        declared = len(re.findall(r"^  \"\w+\" \[(?:shape=plain, )?label=", source, re.M))
+        drawn_edges = len(re.findall(r"^  \"\w+\"(?::\"\w+\"(?::[ew])?)? -> ", source, re.M))
         assert svg.count('class="node"') == declared
         assert svg.count('class="edge"') == drawn_edges
     assert ">SOTA&#45;049 (Rejected)</text>" in svgs[1]
+
+
+#: The site's page is 74rem wide less 1.5rem of padding each side, at 16px a rem: 1136px, or 852pt.
+SITE_PAGE_WIDTH_PT = (74 - 3) * 16 * 72 / 96
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (apt-get install graphviz)")
+def test_the_topic_diagram_is_grouped_and_fits_the_site_page(backend):
+    """42 practices filed under one topic: one table per status and one for the papers, one "filed
+    under" arrow per table, and a drawing within the site's page width, not many times taller."""
+    view = run_view(backend, "topic", {"topic": "distributed-optimization"})
+    source = to_dot(diagram_from_triples(view.triples), "topic distributed-optimization")
+    headings = re.findall(r"<B>([^<]+)</B>", source)
+    assert headings == ["Active practices (28)", "Proposed practices (8)", "Rejected practices (6)", "Papers (18)"]
+    assert source.count('label="filed under"') == 3  # one per practice table (papers are not filed here)
+    rows = re.findall(r'<TD PORT="(\w+)"', source)
+    assert len(rows) == len(set(rows)) == 28 + 8 + 6 + 18
+    svg = render_svgs([source])[0]
+    width, height = (float(n) for n in re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups())
+    assert width <= SITE_PAGE_WIDTH_PT
+    assert height <= 3 * width
+
+
+def test_the_topic_mermaid_groups_practices_by_status_and_papers():
+    mermaid = (GOLDEN / "views" / "topic.mmd").read_text(encoding="utf-8")
+    assert re.findall(r'^  subgraph (group_\d)\["([^"]+)"\]$', mermaid, re.M) == [
+        ("group_0", "Active practices (28)"),
+        ("group_1", "Proposed practices (8)"),
+        ("group_2", "Rejected practices (6)"),
+        ("group_3", "Papers (18)"),
+    ]
+    assert re.findall(r"^  (\S+) -->\|filed under\| (\S+)$", mermaid, re.M) == [
+        (f"group_{n}", "topic_distributed_optimization") for n in range(3)
+    ]
+    check_mermaid(mermaid)
+
+
+def test_a_topic_with_few_records_is_drawn_node_by_node():
+    def filed(n: int) -> list[Triple]:
+        practice = iri(f"SOTA-{n:03}")
+        return [
+            Triple(practice, NamedNode(v.FILED_UNDER), NamedNode(v.TOPIC + "small")),
+            Triple(practice, NamedNode(v.TYPE), NamedNode(v.PRACTICE)),
+        ]
+
+    twelve = [t for n in range(1, 13) for t in filed(n)]
+    source = to_dot(diagram_from_triples(twelve))
+    assert "TABLE" not in source and source.count('label="filed under"') == 12
+    paper = Triple(iri("LIT-001"), NamedNode(v.FILED_UNDER), NamedNode(v.TOPIC + "small"))  # untyped: not grouped
+    source = to_dot(diagram_from_triples([*twelve, *filed(13), paper]))
+    assert source.count("<TABLE") == 1 and source.count('label="filed under"') == 2
+    assert '"LIT_001" -> "small" [label="filed under"' in source
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (apt-get install graphviz)")
+def test_svg_tooltips_have_real_line_breaks(backend):
+    """Graphviz shows a node's label as its tooltip, with the label's \\n escape spelt out; each node
+    and table row gets its own tooltip whose line break is a real one."""
+    for name, params in (("citations", {}), ("topic", {"topic": "distributed-optimization"})):
+        diagram = diagram_from_triples(run_view(backend, name, params).triples)
+        links = {node.iri: f"{node.name}.html" for node in diagram.nodes}
+        svg = render_svgs([to_dot(diagram, name, links)])[0]
+        titles = re.findall(r'xlink:title="([^"]*)"', svg)
+        assert titles and not [t for t in titles if "\\n" in t]
+        assert "LIT&#45;016&#10;Huang et al. (2018)" in titles
+        assert "SOTA&#45;049 (Rejected)&#10;Set buffer size to network bandwidth&#45;delay product" in titles or (
+            "SOTA&#45;049&#10;Set buffer size to network bandwidth&#45;delay product" in titles
+        )
 
 
 # ------------------------------------------------------------------------------------------ the command
@@ -469,3 +547,19 @@ def test_views_shows_one_view_in_full(runner):
     unknown = runner.invoke(cli, ["views", "topik"])
     assert unknown.exit_code == 2
     assert "no view called 'topik'; did you mean topic?" in unknown.output
+
+
+FORMAT_RUNS = [
+    *(["export", "view", "rejections", "--format", fmt] for fmt in ("ttl", "nt", "jsonld", "mermaid", "dot")),
+    *(["export", "rdf", "-f", fmt] for fmt in ("turtle", "ntriples", "nquads", "trig", "jsonld", "rdfxml")),
+    *(["sparql", "DESCRIBE id:SOTA-049", "--format", fmt] for fmt in ("turtle", "ntriples", "jsonld", "rdfxml")),
+    *(["sparql", "SELECT ?p WHERE { ?p a sota:Practice } LIMIT 2", "--format", fmt] for fmt in ("csv", "tsv", "xml")),
+    *(["sparql", "ASK {}", "--format", fmt] for fmt in ("table", "csv", "tsv", "json", "xml")),
+]
+
+
+@pytest.mark.parametrize("args", FORMAT_RUNS, ids=[" ".join(a[:2] + a[-1:]) for a in FORMAT_RUNS])
+def test_output_ends_with_a_line_break_in_every_format(runner, built_store, args):
+    result = invoke(runner, built_store, *args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("\n") and not result.stdout.endswith("\n\n\n")

@@ -149,7 +149,7 @@ def test_w3c_case(case: Case) -> None:
         for r in report.results
     }
     assert sorted(map(str, actual - expected)) == [] and sorted(map(str, expected - actual)) == []
-    assert report.conforms == expected_conforms
+    assert report.shacl_conforms == expected_conforms
 
 
 def test_suite_is_complete() -> None:

@@ -785,6 +785,8 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
     from .views.site import build_site
 
     report = build_site(query_backend(ctx), folder, graphviz=False if mermaid else None, timeout=timeout)
+    for note in report.notes:
+        click.echo(f"Note: {note}.", err=True)
     click.echo(report.summary(folder))
 
 
@@ -823,6 +825,13 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
     metavar="SIZE",
     help="Cut answers off (truncated, logged) past this size.",
 )
+@click.option(
+    "--max-concurrent",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Run at most N queries at once; more wait briefly, then get 503 (default: the number of cores).",
+)
 @click.pass_context
 def serve_command(
     ctx: click.Context,
@@ -832,11 +841,12 @@ def serve_command(
     get_path: str | None,
     max_request_bytes: str,
     max_result_bytes: str,
+    max_concurrent: int | None,
 ) -> None:
     """Serve the graph read-only over the SPARQL 1.1 Protocol.
 
-    Runs the Oxigraph server (pip install 'sotakg[serve]') on the store, built
-    first if stale, behind a guard: a query page at /, the endpoint at /query.
+    Runs the Oxigraph server (the oxigraph package, installed with sotakg) on the
+    store, built first if stale, behind a guard: a query page at /, the endpoint at /query.
     Updates and Graph Store writes are refused (403); SERVICE, LOAD, FROM and
     deep nesting too (400). It serves the build it started with: restart it
     after `sotakg build`. Ctrl-C stops it.
@@ -875,6 +885,7 @@ def serve_command(
         warn=lambda text: click.echo(text, err=True),
         max_request_bytes=request_cap,
         max_result_bytes=result_cap,
+        max_concurrent=max_concurrent,
     )
     click.echo("Stopped.")
 

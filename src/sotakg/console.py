@@ -11,8 +11,9 @@ SPARQL's own predicate-list separator (``?p a sota:Practice ;``), and a blank li
 after its PREFIX lines, is layout. So a ``.rq`` file piped in runs as it is. A ``;`` between brackets
 at depth 0 is never valid SPARQL, so several queries on one line are split there.
 
-The console is the one part of sotakg that needs prompt_toolkit and Pygments (the ``console`` extra);
-they are imported only when a terminal session starts, so piped input works without them.
+The console is the one part of sotakg that needs prompt_toolkit and Pygments (dependencies of sotakg);
+they are imported only when a terminal session starts, so other commands start no slower and piped
+input works even where they are missing.
 """
 
 from __future__ import annotations
@@ -755,8 +756,8 @@ def _interactive_session(console: Console, history_file: Path) -> None:
         from pygments.lexers.rdf import SparqlLexer
     except ImportError as error:
         raise ConsoleUnavailable(
-            f"the interactive console needs prompt_toolkit and Pygments ({error}); install them with "
-            "pip install 'sotakg[console]' (piped input, sotakg console < script.rq, works without them)"
+            f"the interactive console needs prompt_toolkit and Pygments ({error}), which sotakg depends on: "
+            "reinstall it with pip install sotakg (piped input, sotakg console < script.rq, works without them)"
         ) from None
 
     history: History

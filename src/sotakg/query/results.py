@@ -267,7 +267,13 @@ def format_result(result: QueryResult, format_name: str = "table", width: int | 
         return render_table(result, width)
     if name == "json":
         return json.dumps(sparql_json(result), indent=2, ensure_ascii=False) + "\n"
-    return _w3c_text(result, name)
+    return with_final_newline(_w3c_text(result, name))
+
+
+def with_final_newline(text: str) -> str:
+    """``text`` ending with a line break unless it is empty. Some serialisers (JSON-LD, RDF/XML) stop
+    without one, and output that does not end a line runs into the shell prompt or the next file."""
+    return text if text == "" or text.endswith("\n") else text + "\n"
 
 
 def _w3c_text(result: SelectResult | AskResult, name: str) -> str:
@@ -292,7 +298,8 @@ def format_graph(result: GraphResult, format_name: str = "turtle") -> str:
     if format_name in ("nquads", "trig"):
         items = [Quad(t.subject, t.predicate, t.object) for t in triples]
     prefixes = dict(PREFIXES) if format_name in ("turtle", "trig") else None
-    return (serialize(items, format=pyoxigraph_format(format_name), prefixes=prefixes) or b"").decode("utf-8")
+    text = (serialize(items, format=pyoxigraph_format(format_name), prefixes=prefixes) or b"").decode("utf-8")
+    return with_final_newline(text)
 
 
 def _is_numeric(term: Term | None) -> bool:

@@ -137,10 +137,24 @@ class ValidationResult:
 
 @dataclass(frozen=True)
 class ValidationReport:
-    """The results of a validation, sorted; ``conforms`` is True when there are none (any severity)."""
+    """The results of a validation, sorted.
 
-    conforms: bool
+    ``conforms`` means what it means for ``sotakg validate`` (its exit status and its JSON report's
+    ``"conforms"``): no result of severity sh:Violation, warnings and infos allowed. ``shacl_conforms``
+    is the SHACL specification's sh:conforms: no result of any severity.
+    """
+
     results: tuple[ValidationResult, ...]
+
+    @property
+    def conforms(self) -> bool:
+        """No violations (results of severity sh:Warning or sh:Info may remain)."""
+        return not any(result.severity == VIOLATION for result in self.results)
+
+    @property
+    def shacl_conforms(self) -> bool:
+        """sh:conforms as the SHACL specification defines it: no validation result at all."""
+        return not self.results
 
 
 # ------------------------------------------------------------------------------------- shapes graph
@@ -1576,7 +1590,7 @@ class CompiledShapes:
                 key=ValidationResult.sort_key,
             )
         )
-        return ValidationReport(conforms=not results, results=results)
+        return ValidationReport(results=results)
 
 
 def compile_shapes(source: ShapesSource) -> CompiledShapes:

@@ -1,30 +1,41 @@
 """The guard in front of ``sotakg serve``: a small reverse proxy that screens every request before the
-Oxigraph server sees it, and caps the size of what comes back.
+Oxigraph server sees it, runs a bounded number of queries at once, and passes answers back complete
+or visibly broken.
 
 The Oxigraph server runs whatever query it gets: ``SERVICE <http://...>`` makes it fetch from the
-network, and a pathologically nested query overflows its parser's stack and kills it. It has no
-option to turn either off, so the server listens on a loopback port only this process knows, and
-this proxy, on the address users see, forwards only what passes:
+network, and a pathologically large query overflows its stack and kills it. It has no option to
+turn either off, so the server listens on a loopback port only this process knows, and this proxy,
+on the address users see, forwards only what passes:
 
-* ``GET``/``HEAD`` of any path (the query page ``/``, its assets, ``/query?query=...``). Every ``query``
-  parameter goes through ``sparql.check_query`` first: SPARQL Update is refused with 403; ``SERVICE``,
-  ``LOAD``, ``FROM``/``FROM NAMED`` and over-deep nesting with 400, as plain text saying why.
-* ``POST /query`` with an ``application/sparql-query`` body or an ``application/x-www-form-urlencoded``
-  form, screened the same way; other media types and encoded bodies are refused (415).
+* ``GET``/``HEAD`` of any path (the query page ``/``, its assets, ``/query?query=...``; HEAD is asked
+  of the server as GET, and only the headers are passed on). Every ``query`` parameter goes through
+  ``sparql.check_query`` first: SPARQL Update is refused with 403; ``SERVICE``, ``LOAD``,
+  ``FROM``/``FROM NAMED``, over-deep nesting and over-large queries with 400, as plain text saying why.
+* ``POST /query`` (and ``/sparql``, where the query page sends its queries) with an
+  ``application/sparql-query`` body or an ``application/x-www-form-urlencoded`` form, screened the
+  same way; other media types and encoded bodies are refused (415).
 * Anything else (``/update``, Graph Store ``PUT``/``POST``/``DELETE``, other methods) is answered 403
   and never forwarded.
 
-A request body over ``--max-request-bytes`` is refused with 413 before it is read. An answer is
-streamed through; once it passes ``--max-result-bytes`` the proxy stops and closes the connection
-without finishing the answer (no final chunk, or fewer bytes than announced), so every HTTP client
-sees a truncated answer rather than a short one that looks complete, and a line on standard error
-names the option.
+At most ``max_concurrent`` queries are forwarded at once; up to ``DEFAULT_WAITING`` more wait (at most
+``wait_seconds``) and the rest are answered 503 with Retry-After at once. With an ``engine``
+(``serve.Engine``), a query that passes its time gets 504 and the engine holding it is restarted (the
+server cannot cancel a running query); while it restarts, queries get 503 with Retry-After.
+
+A request body over ``--max-request-bytes`` is refused with 413 before it is read. An answer over
+``--max-result-bytes`` that announces its length, or that goes to an HTTP/1.0 client (no chunked
+encoding: it is buffered up to the cap), is answered 502 instead. Otherwise it is streamed through;
+once it passes the cap the proxy stops and closes the connection without finishing the answer (no
+final chunk), so the client sees a truncated answer rather than a short one that looks complete, and
+a line on standard error names the option. The service description leaves out
+``sd:BasicFederatedQuery``, which the guard refuses.
 """
 
 from __future__ import annotations
 
 import http.client
 import http.server
+import os
 import socket
 import socketserver
 import sys
@@ -34,6 +45,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..errors import QueryRefused, ServeError
 from ..query.sparql import MAX_DEPTH, UPDATE_KEYWORDS, check_query, tokens
@@ -52,6 +64,13 @@ REQUEST_OPTION = "--max-request-bytes"
 RESULT_OPTION = "--max-result-bytes"
 
 QUERY_MEDIA = "application/sparql-query"
+#: Where queries are POSTed: the protocol's /query, and /sparql, where the query page sends them.
+QUERY_PATHS = ("/query", "/sparql")
+#: Queries that may wait for a turn (beyond them: 503 at once), as many as the listen backlog.
+DEFAULT_WAITING = 128
+#: Seconds a client is told to wait before it retries a 503.
+RETRY_AFTER = 1
+SD_FEDERATED = "http://www.w3.org/ns/sparql-service-description#BasicFederatedQuery"
 FORM_MEDIA = "application/x-www-form-urlencoded"
 #: Headers that describe one connection, not the message: never passed through.
 _HOP_BY_HOP = frozenset(
@@ -95,9 +114,28 @@ class GuardSettings:
     max_request_bytes: int = DEFAULT_MAX_REQUEST
     max_result_bytes: int = DEFAULT_MAX_RESULT
     max_depth: int = MAX_DEPTH
-    #: Seconds to wait on the server for each read; it stops queries itself before that.
+    #: Seconds a query may take (``--timeout``); past that the engine holding it is restarted.
     upstream_seconds: float = 40.0
     log: Callable[[str], object] = field(default=_stderr)
+    #: Queries forwarded at once (``--max-concurrent``), and how many more may wait for a turn.
+    max_concurrent: int = field(default_factory=lambda: os.cpu_count() or 1)
+    max_waiting: int = 0  # 0: DEFAULT_WAITING, or four times max_concurrent if more
+    #: Seconds a query waits for a turn before it is answered 503.
+    wait_seconds: float = 5.0
+    #: The engine behind the guard when it can restart (``serve.Engine``); None: a fixed upstream.
+    engine: EngineLink | None = None
+
+
+class EngineLink(Protocol):
+    """What the guard needs of a restartable engine: where it listens now, and a way to stop one."""
+
+    def address(self, wait: float) -> tuple[str, int, int] | None:
+        """(host, port, generation) of the running engine, waiting up to ``wait`` s; None if down."""
+        ...
+
+    def stop_runaway(self, generation: int, reason: str) -> None:
+        """Kill the engine of ``generation`` (it holds a query past its time); it is restarted."""
+        ...
 
 
 # ------------------------------------------------------------------------------------------ screening
@@ -147,7 +185,7 @@ def screen_request(
         return Refusal(403, "refused: this server is read-only; SPARQL Update is not accepted\n")
     if method in ("GET", "HEAD"):
         pass
-    elif method == "POST" and parts.path == "/query":
+    elif method == "POST" and parts.path in QUERY_PATHS:
         if (content_encoding or "identity").strip().lower() != "identity":
             return Refusal(415, "refused: send the query uncompressed (no Content-Encoding)\n")
         media = (content_type or "").split(";", 1)[0].strip().lower()
@@ -187,22 +225,25 @@ def screen_request(
 
 
 class GuardHandler(http.server.BaseHTTPRequestHandler):
-    """One client connection: read the request, screen it, forward it, stream the answer back."""
+    """One client connection: read the request, screen it, wait for a turn, forward it, and pass the
+    answer back, complete or visibly broken."""
 
     server: GuardServer
     protocol_version = "HTTP/1.1"  # for chunked answers, so a cut-short answer is visibly cut short
-    timeout = CLIENT_SECONDS
+    timeout = CLIENT_SECONDS  # every read and write of the client's socket: a slow client gives up its thread
     server_version = "sotakg-guard"
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
         pass  # no access log; refusals need none and caps are logged where they happen
 
-    def _plain(self, status: int, message: str) -> None:
+    def _plain(self, status: int, message: str, retry_after: int | None = None) -> None:
         body = message.encode("utf-8")
         self.close_connection = True
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
         self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
@@ -250,9 +291,37 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         except OSError:
             return
 
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out as separate writes: without this, Nagle's algorithm holds the second
+        # for the client's delayed acknowledgement (tens of milliseconds per answer).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._pooled: tuple[tuple[str, int, int], http.client.HTTPConnection] | None = None
+
+    def finish(self) -> None:
+        self._drop_pooled()
+        super().finish()
+
+    def _drop_pooled(self) -> None:
+        if self._pooled is not None:
+            self._pooled[1].close()
+            self._pooled = None
+
+    def _connection_to(self, where: tuple[str, int, int]) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection to the engine at ``where``: the one this client's last answer came over if it
+        is still open (keep-alive), else a new one; and whether it was reused."""
+        if self._pooled is not None and self._pooled[0] == where:
+            return self._pooled[1], True
+        self._drop_pooled()
+        upstream = http.client.HTTPConnection(where[0], where[1], timeout=self.server.settings.upstream_seconds)
+        upstream.connect()
+        if upstream.sock is not None:
+            upstream.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._pooled = (where, upstream)
+        return upstream, False
+
     def _handle(self) -> None:
         settings = self.server.settings
-        self.close_connection = True
         if len(self.path) > settings.max_request_bytes:
             self._plain(
                 414,
@@ -277,42 +346,114 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         if refusal is not None:
             self._plain(refusal.status, refusal.message)
             return
-        self._forward(body if self.command == "POST" else None)
+        if not self.server.turns.acquire(settings.wait_seconds):
+            self._plain(
+                503,
+                f"the server is busy: {settings.max_concurrent} queries run and more wait; retry shortly\n",
+                RETRY_AFTER,
+            )
+            return
+        try:
+            self._forward(body if self.command == "POST" else None)
+        finally:
+            self.server.turns.release()
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _handle
 
+    def _upstream(self) -> tuple[str, int, int] | None:
+        settings = self.server.settings
+        if settings.engine is None:
+            return settings.upstream_host, settings.upstream_port, 0
+        return settings.engine.address(wait=RETRY_AFTER)
+
     def _forward(self, body: bytes | None) -> None:
         settings = self.server.settings
+        where = self._upstream()
+        if where is None:
+            self._plain(503, "the query engine is restarting; retry in a second\n", RETRY_AFTER)
+            return
+        host, port, generation = where
         headers = {name: value for name, value in self.headers.items() if name.lower() not in _HOP_BY_HOP}
-        headers["Host"] = f"{settings.upstream_host}:{settings.upstream_port}"
-        headers["Connection"] = "close"
+        headers["Host"] = f"{host}:{port}"
         if body is not None:
             headers["Content-Length"] = str(len(body))
-        upstream = http.client.HTTPConnection(
-            settings.upstream_host, settings.upstream_port, timeout=settings.upstream_seconds
-        )
-        try:
+        deadline = time.monotonic() + settings.upstream_seconds
+        # The engine answers HEAD of a query with 404: ask it with GET and send the headers only.
+        method = "GET" if self.command == "HEAD" else self.command
+        for attempt in range(2):  # a kept-alive connection the engine has closed meanwhile: once more
             try:
-                upstream.request(self.command, self.path, body=body, headers=headers)
+                upstream, reused = self._connection_to(where)
+                upstream.timeout = settings.upstream_seconds
+                if upstream.sock is not None:
+                    upstream.sock.settimeout(settings.upstream_seconds)
+                upstream.request(method, self.path, body=body, headers=headers)
                 response = upstream.getresponse()
-            except (OSError, http.client.HTTPException) as error:
-                settings.log(
-                    f"sotakg serve: the Oxigraph server did not answer {self.command} {self._short()}: {error}"
-                )
-                self._plain(502, "the Oxigraph server did not answer; see the server's log\n")
+            except TimeoutError:
+                self._drop_pooled()
+                self._timed_out(generation)
                 return
-            self._relay(response)
+            except (OSError, http.client.HTTPException) as error:
+                self._drop_pooled()
+                if reused and attempt == 0:
+                    continue
+                self._engine_failed(generation, error)
+                return
+            break
+        complete = False
+        try:
+            complete = self._relay(response, deadline, generation)
         finally:
-            upstream.close()
+            if not complete or response.will_close or not response.isclosed():
+                self._drop_pooled()
+
+    def _timed_out(self, generation: int) -> None:
+        settings = self.server.settings
+        seconds = settings.upstream_seconds
+        settings.log(f"sotakg serve: {self.command} {self._short()} ran past {seconds:g} s; stopping the engine")
+        if settings.engine is not None:
+            settings.engine.stop_runaway(generation, f"a query ran past {seconds:g} s (--timeout)")
+        self._plain(504, f"the query ran longer than {seconds:g} s (--timeout of sotakg serve) and was stopped\n")
+
+    def _engine_failed(self, generation: int, error: object) -> None:
+        settings = self.server.settings
+        where = self._upstream() if settings.engine is not None else None
+        if settings.engine is not None and (where is None or where[2] != generation):
+            self._plain(503, "the query engine stopped and is restarting; retry in a second\n", RETRY_AFTER)
+            return
+        settings.log(f"sotakg serve: the Oxigraph server did not answer {self.command} {self._short()}: {error}")
+        self._plain(502, "the Oxigraph server did not answer; see the server's log\n")
 
     def _short(self) -> str:
         return self.path if len(self.path) <= 80 else self.path[:79] + "…"
 
-    def _relay(self, response: http.client.HTTPResponse) -> None:
+    def _is_description(self) -> bool:
+        parts = urllib.parse.urlsplit(self.path)
+        return self.command in ("GET", "HEAD") and parts.path in QUERY_PATHS and "query=" not in parts.query
+
+    def _relay(self, response: http.client.HTTPResponse, deadline: float, generation: int) -> bool:
+        """Pass the answer on; True when it was passed on whole (the connections may be kept alive)."""
         settings = self.server.settings
         no_body = self.command == "HEAD" or response.status in (204, 304) or 100 <= response.status < 200
         length = response.getheader("Content-Length") if response.getheader("Transfer-Encoding") is None else None
-        chunked = not no_body and length is None and self.request_version == "HTTP/1.1"
+        if length is not None and length.isdigit() and int(length) > settings.max_result_bytes and not no_body:
+            self._too_large()
+            return False
+        buffered: bytes | None = None
+        if response.status == 200 and self._is_description():
+            buffered = self._read_all(response, deadline, generation)
+            if buffered is None:
+                return False
+            buffered = without_federation(buffered, response.getheader("Content-Type") or "")
+            length = str(len(buffered))
+        elif length is None and not no_body and self.request_version != "HTTP/1.1":
+            # No chunked encoding for this client: an answer cut short would look complete. Buffer it
+            # up to the cap and send it with its length, or an error status.
+            buffered = self._read_all(response, deadline, generation)
+            if buffered is None:
+                return False
+            length = str(len(buffered))
+        chunked = not no_body and length is None
+        keep_alive = not self.close_connection and (no_body or length is not None or chunked)
         self.send_response(response.status, response.reason)
         for name, value in response.getheaders():
             if name.lower() not in _HOP_BY_HOP:
@@ -321,18 +462,29 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", length)
         elif chunked:
             self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Connection", "close")
+        if not keep_alive:
+            self.send_header("Connection", "close")
         self.end_headers()
+        self.close_connection = True  # until the answer is through
         if no_body:
-            return
+            self.close_connection = not keep_alive
+            return True
+        if buffered is not None:
+            self._write(buffered, False)
+            self.close_connection = not keep_alive
+            return True
         sent = 0
         try:
             while True:
                 try:
+                    self._wait_budget(response, deadline)
                     data = response.read1(CHUNK)
+                except TimeoutError:
+                    self._stop_engine(generation)
+                    return False  # unfinished: the client sees a truncated answer
                 except (OSError, http.client.HTTPException) as error:
                     settings.log(f"sotakg serve: the answer to {self.command} {self._short()} broke off: {error}")
-                    return  # unfinished: the client sees a truncated answer
+                    return False  # unfinished: the client sees a truncated answer
                 if not data:
                     break
                 if sent + len(data) > settings.max_result_bytes:
@@ -341,13 +493,66 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                         f"sotakg serve: stopped the answer to {self.command} {self._short()} at "
                         f"{settings.max_result_bytes} bytes ({RESULT_OPTION}); the client got a truncated answer"
                     )
-                    return
+                    return False
                 self._write(data, chunked)
                 sent += len(data)
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
         except OSError:
-            return  # the client went away
+            return False  # the client went away
+        self.close_connection = not keep_alive
+        return True
+
+    @staticmethod
+    def _wait_budget(response: http.client.HTTPResponse, deadline: float) -> None:
+        """Let the next read wait only until the query's deadline."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        sock = getattr(response.fp, "raw", None)
+        sock = getattr(sock, "_sock", None)
+        if sock is not None:
+            sock.settimeout(remaining)
+
+    def _stop_engine(self, generation: int) -> None:
+        settings = self.server.settings
+        settings.log(f"sotakg serve: {self.command} {self._short()} ran past {settings.upstream_seconds:g} s")
+        if settings.engine is not None:
+            settings.engine.stop_runaway(generation, f"a query ran past {settings.upstream_seconds:g} s (--timeout)")
+
+    def _read_all(self, response: http.client.HTTPResponse, deadline: float, generation: int) -> bytes | None:
+        """The whole answer, or None once an error status has been sent (over the cap, too slow)."""
+        settings = self.server.settings
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                self._wait_budget(response, deadline)
+                data = response.read1(CHUNK)
+                if not data:
+                    return b"".join(chunks)
+                size += len(data)
+                if size > settings.max_result_bytes:
+                    self._too_large()
+                    return None
+                chunks.append(data)
+        except TimeoutError:
+            self._timed_out(generation)
+        except (OSError, http.client.HTTPException) as error:
+            self._engine_failed(generation, error)
+        return None
+
+    def _too_large(self) -> None:
+        settings = self.server.settings
+        settings.log(
+            f"sotakg serve: refused the answer to {self.command} {self._short()}: over "
+            f"{settings.max_result_bytes} bytes ({RESULT_OPTION})"
+        )
+        self._plain(
+            502,
+            f"the answer is larger than the server's limit of {settings.max_result_bytes} bytes ({RESULT_OPTION} "
+            f"of sotakg serve); narrow the query or add a LIMIT\n",
+        )
 
     def _write(self, data: bytes, chunked: bool) -> None:
         if not data:
@@ -358,14 +563,60 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(data)
 
 
+def without_federation(body: bytes, content_type: str) -> bytes:
+    """The service description without ``sd:feature sd:BasicFederatedQuery``: the guard refuses
+    SERVICE, so it must not be advertised. Read and written in the answer's own format."""
+    from pyoxigraph import NamedNode, RdfFormat, parse, serialize
+
+    media = content_type.split(";", 1)[0].strip().lower()
+    rdf_format = RdfFormat.from_media_type(media) if media else None
+    if rdf_format is None:
+        return body
+    try:
+        triples = [t for t in parse(body, format=rdf_format) if t.object != NamedNode(SD_FEDERATED)]
+    except SyntaxError:
+        return body
+    return serialize(triples, format=rdf_format) or b""
+
+
+class Turns:
+    """At most ``running`` holders at once, at most ``waiting`` more queued for a turn; the rest are
+    turned away at once (so overload is an answer, not a hang)."""
+
+    def __init__(self, running: int, waiting: int):
+        self._slots = threading.BoundedSemaphore(running)
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._max_waiting = waiting
+
+    def acquire(self, seconds: float) -> bool:
+        if self._slots.acquire(blocking=False):
+            return True
+        with self._lock:
+            if self._waiting >= self._max_waiting:
+                return False
+            self._waiting += 1
+        try:
+            return self._slots.acquire(timeout=seconds)
+        finally:
+            with self._lock:
+                self._waiting -= 1
+
+    def release(self) -> None:
+        self._slots.release()
+
+
 class GuardServer(http.server.ThreadingHTTPServer):
     """The proxy's listening socket and its settings; one thread per connection."""
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # the listen backlog: a burst of clients waits in the kernel, not refused
 
     def __init__(self, host: str, port: int, settings: GuardSettings):
         self.settings = settings
+        running = max(1, settings.max_concurrent)
+        self.turns = Turns(running, settings.max_waiting or max(DEFAULT_WAITING, 4 * running))
         bare = host.strip("[]")
         self.address_family = socket.AF_INET6 if ":" in bare else socket.AF_INET
         try:

@@ -2,11 +2,14 @@
 
 sotakg does not grow a query engine of its own: it runs ``oxigraph serve-read-only`` (the ``oxigraph``
 package on PyPI, ``pip install 'sotakg[serve]'``) as a child process on the store's current
-generation, which answers queries at ``/query``, offers a query page at ``/`` and stops queries after
-``--timeout`` seconds. The server listens on a free loopback port; users reach it through
-``guard.GuardServer`` on ``--host``/``--port``, which refuses writes (403), SPARQL Update, SERVICE,
-LOAD, FROM and over-deep nesting before the server sees them, and caps request and answer sizes
-(``--max-request-bytes``, ``--max-result-bytes``). The generation is held (``store.hold_generation``)
+generation, which answers queries at ``/query`` and offers a query page at ``/``. The server listens
+on a free loopback port, never shown; users reach it through ``guard.GuardServer`` on
+``--host``/``--port``, which refuses writes (403), SPARQL Update, SERVICE, LOAD, FROM, over-deep
+nesting and over-large queries before the server sees them, caps request and answer sizes
+(``--max-request-bytes``, ``--max-result-bytes``) and runs at most ``--max-concurrent`` queries at
+once. ``Engine`` keeps the server running: restarted when it dies, or when a query runs past
+``--timeout`` (which is how the query is stopped), with a larger thread stack (``RUST_MIN_STACK``).
+The generation is held (``store.hold_generation``)
 while it is served, so a ``sotakg build`` meanwhile makes a new generation beside it and leaves the
 served one in place; the server keeps serving the build it started with until it is restarted.
 """
@@ -46,6 +49,10 @@ STOP_SECONDS = 10.0
 ENV_BINARY = "SOTAKG_OXIGRAPH"
 INSTALL_HINT = "pip install 'sotakg[serve]'"
 READY_PROBE = "/query?query=ASK%7B%7D"
+#: Stack of the server's threads (RUST_MIN_STACK): at the default 2 MiB a basic graph pattern of
+#: 10,000 triple patterns or 10,000 UNION arms overflows it and the server aborts; at 256 MiB (address
+#: space, used only as deep as a query needs) both evaluate. The check's limits stay below either.
+ENGINE_STACK_BYTES = 256 * 1024 * 1024
 
 
 # ------------------------------------------------------------------------------------------ the binary
@@ -248,9 +255,12 @@ class OxigraphServer:
 
     def start(self) -> None:
         """Start the server process (in its own session: a Ctrl-C reaches sotakg, which forwards it)."""
+        environment = dict(os.environ)
+        environment.setdefault("RUST_MIN_STACK", str(ENGINE_STACK_BYTES))
         try:
             self.process = subprocess.Popen(
                 self.command(),
+                env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
                 stderr=self.log,
@@ -323,24 +333,162 @@ class OxigraphServer:
         self.stop()
 
 
+class Engine:
+    """The Oxigraph server behind the guard, kept running (``guard.EngineLink``).
+
+    A watcher thread restarts it within a second when it dies (a crash, or ``stop_runaway`` killing
+    it because a query ran past its time: the server cannot cancel a running query, so the process
+    that holds one is the unit that stops), and logs one line saying why. Each start is a new
+    generation on a new loopback port; until it answers, ``address`` returns None and the guard
+    answers 503 with Retry-After.
+    """
+
+    def __init__(self, database: Path, timeout: int, binary: str, log: Callable[[str], object]):
+        self.database, self.timeout, self.binary, self.log = database, timeout, binary, log
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._stopping = threading.Event()
+        self._server: OxigraphServer | None = None
+        self._output: IO[bytes] | None = None
+        self._generation = 0
+        self._reason: str | None = None
+        self._watcher: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the first server and wait until it answers (ServeError if it cannot start)."""
+        self._spawn()
+        self._watcher = threading.Thread(target=self._watch, name="sotakg-engine-watch", daemon=True)
+        self._watcher.start()
+
+    def _spawn(self) -> None:
+        output = tempfile.TemporaryFile()  # the server's own lines (its private address) stay out of sight
+        server = OxigraphServer(self.database, DEFAULT_HOST, free_port(), self.timeout, self.binary, output)
+        server.start()
+        try:
+            server.wait_ready(stop=self._stopping.is_set)
+        except ServeError:
+            server.stop()
+            output.close()
+            raise
+        with self._lock:
+            self._server, self._output = server, output
+            self._generation += 1
+        self._ready.set()
+
+    def address(self, wait: float) -> tuple[str, int, int] | None:
+        if not self._ready.wait(wait):
+            return None
+        with self._lock:
+            server = self._server
+            if server is None or not server.running():
+                return None
+            return DEFAULT_HOST, server.port, self._generation
+
+    def stop_runaway(self, generation: int, reason: str) -> None:
+        with self._lock:
+            if generation != self._generation or self._server is None:
+                return  # already restarted
+            self._reason = reason
+            self._ready.clear()
+            self._server.signal(signal.SIGKILL)
+
+    def _watch(self) -> None:
+        # Linux stops a child (PR_SET_PDEATHSIG) when the thread that started it ends: this thread
+        # starts the replacements and lives as long as the engine.
+        while not self._stopping.wait(0.05):
+            with self._lock:
+                server = self._server
+            if server is None or server.running():
+                continue
+            self._ready.clear()
+            code = server.wait()
+            why = self._reason or (
+                f"it was killed by {signal.Signals(-code).name}" if code < 0 else f"it exited with code {code}"
+            )
+            self.log(f"sotakg serve: the Oxigraph server stopped ({why}); restarting it")
+            self._reason = None
+            if self._output is not None:
+                self._output.close()
+            try:
+                self._spawn()
+            except ServeError as error:
+                self.log(f"sotakg serve: could not restart the Oxigraph server: {error}")
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(5)
+        with self._lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.stop()
+        if self._output is not None:
+            self._output.close()
+
+
 # ------------------------------------------------------------------------------------------ commands
+
+
+def reachable_urls(host: str, port: int) -> list[str]:
+    """The URLs the guard answers at: ``host`` itself, or for a wildcard (``0.0.0.0``, ``::``) every
+    address of this machine's network interfaces of that family, loopback first."""
+    bare = host.strip("[]")
+    if bare not in ("0.0.0.0", "::", ""):
+        return [f"http://{bind_address(bare, port)}"]
+    family = socket.AF_INET6 if bare == "::" else socket.AF_INET
+    found = [connect_host(bare)]
+    for address in interface_addresses(family):
+        if address not in found:
+            found.append(address)
+    return [f"http://{bind_address(address, port)}" for address in found]
+
+
+def interface_addresses(family: int) -> list[str]:
+    """The addresses of this machine's interfaces (Linux: the kernel's tables; elsewhere: none)."""
+    addresses: list[str] = []
+    if family == socket.AF_INET6:
+        try:
+            lines = Path("/proc/net/if_inet6").read_text().splitlines()
+        except OSError:
+            return []
+        for line in lines:
+            raw = line.split()[0]
+            addresses.append(socket.inet_ntop(socket.AF_INET6, bytes.fromhex(raw)))
+        return addresses
+    try:
+        import fcntl
+        import struct
+
+        names = [name for _, name in socket.if_nameindex()]
+    except (ImportError, OSError):
+        return []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for name in names:
+            try:
+                packed = fcntl.ioctl(probe.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:
+                continue
+            addresses.append(socket.inet_ntoa(packed[20:24]))
+    return addresses
 
 
 def serve_banner(
     store_path: Path,
     served: ServedStore,
-    url: str,
+    url: str | list[str],
     timeout: int,
     max_request_bytes: int = DEFAULT_MAX_REQUEST,
     max_result_bytes: int = DEFAULT_MAX_RESULT,
 ) -> str:
-    """What ``sotakg serve`` prints once the server answers."""
+    """What ``sotakg serve`` prints once the server answers: the guard's addresses, never the engine's."""
     from ..records.schema import display_path
 
+    urls = [url] if isinstance(url, str) else url
+    where = "".join(f"  query page:       {one}/\n  SPARQL endpoint:  {one}/query\n" for one in urls)
     return (
         f"Serving {display_path(store_path)} ({served.triples} triples) read-only with the Oxigraph server.\n"
-        f"  query page:       {url}/\n"
-        f"  SPARQL endpoint:  {url}/query\n"
+        f"{where}"
         f"Queries stop after {timeout} s; updates and Graph Store writes are refused (403).\n"
         f"SERVICE, LOAD, FROM and nesting deeper than {MAX_DEPTH} are refused (400); requests over "
         f"{max_request_bytes} bytes are refused (413) and answers are cut at {max_result_bytes} bytes.\n"
@@ -374,13 +522,15 @@ def serve(
     warn: Callable[[str], Any] = print,
     max_request_bytes: int = DEFAULT_MAX_REQUEST,
     max_result_bytes: int = DEFAULT_MAX_RESULT,
+    max_concurrent: int | None = None,
 ) -> int:
-    """Serve the store until SIGINT or SIGTERM (forwarded to the server); 0 when stopped so.
+    """Serve the store until SIGINT or SIGTERM; 0 when stopped so.
 
-    The Oxigraph server listens on a free loopback port; the guard (``guard.GuardServer``) listens on
-    ``host:port`` and screens every request. ``echo`` receives the banner once the server answers,
-    ``warn`` the warning for a non-loopback host. ServeError when the server cannot start, or exits by
-    itself.
+    The Oxigraph server listens on a free loopback port, kept running by ``Engine`` (restarted when it
+    dies or holds a query past ``timeout``); the guard (``guard.GuardServer``) listens on ``host:port``,
+    screens every request and runs at most ``max_concurrent`` queries at once (default: the number of
+    cores). ``echo`` receives the banner once the server answers, ``warn`` the warning for a
+    non-loopback host and the engine's restarts. ServeError when the server cannot start.
     """
     served = hold_current_generation(data_dir, store_path)
     binary = find_oxigraph()
@@ -388,23 +538,28 @@ def serve(
     warning = bind_warning(host, port)
     if warning:
         warn(warning)
-    server = OxigraphServer(served.database, DEFAULT_HOST, free_port(), timeout, binary)
-    proxy = GuardServer(host, port, guard_settings(server, max_request_bytes, max_result_bytes))
+    engine = Engine(served.database, timeout, binary, warn)
+    settings = GuardSettings(
+        DEFAULT_HOST,
+        0,
+        max_request_bytes=max_request_bytes,
+        max_result_bytes=max_result_bytes,
+        upstream_seconds=float(timeout),
+        log=warn,
+        max_concurrent=max_concurrent or os.cpu_count() or 1,
+        engine=engine,
+    )
+    proxy = GuardServer(host, port, settings)
     proxy_thread: threading.Thread | None = None
     stop_requested: list[int] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
         stop_requested.append(signum)
-        server.signal(signum)
 
     previous = _install({signal.SIGINT: forward, signal.SIGTERM: forward})
     try:
-        # Started from this thread, which lives as long as it should (see ``child_setup``).
-        server.start()
-        if stop_requested:  # a signal that came before there was a server to forward it to
-            server.signal(stop_requested[0])
         try:
-            server.wait_ready(stop=lambda: bool(stop_requested))
+            engine.start()
         except ServeError:
             if stop_requested:
                 return 0
@@ -412,19 +567,21 @@ def serve(
         proxy_thread = threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         proxy_thread.start()
         if not stop_requested:
-            url = base_url(host, port)
-            echo(serve_banner(store_path, served, url, timeout, max_request_bytes, max_result_bytes))
-        code = server.wait()
+            echo(
+                serve_banner(
+                    store_path, served, reachable_urls(host, port), timeout, max_request_bytes, max_result_bytes
+                )
+            )
+        while not stop_requested:
+            time.sleep(0.1)
     finally:
-        server.stop()
+        engine.stop()
         if proxy_thread is not None:
             proxy.shutdown()
             proxy_thread.join(5)
         proxy.server_close()
         _install(previous)
-    if stop_requested:
-        return 0
-    raise ServeError(f"the Oxigraph server stopped by itself (exit code {code})")
+    return 0
 
 
 def _install(handlers: Mapping[int, Any]) -> dict[int, Any]:

@@ -320,16 +320,40 @@ def _mermaid_text(text: str) -> str:
 
 
 def to_mermaid(diagram: Diagram, title: str | None = None) -> str:
-    """A Mermaid flowchart of the diagram (``flowchart LR``), ending in a newline."""
+    """A Mermaid flowchart of the diagram (``flowchart LR``), ending in a newline. A crowded topic
+    (``crowded_topic``) has its practices by status and its papers in one subgraph each, with one
+    "filed under" arrow per subgraph."""
     lines = [f"%% sotakg view: {' '.join(title.split())}"] if title else []
     lines.append("flowchart LR")
-    for node in diagram.nodes:
+
+    def declaration(node: Node, indent: str = "  ") -> str:
         opening, closing = STYLES[node.style].mermaid_shape
         label = _mermaid_text(node.heading)
         if node.title:
             label += "<br/>" + _mermaid_text(node.title)
-        lines.append(f'  {node.name}{opening}"{label}"{closing}')
-    for edge in diagram.edges:
+        return f'{indent}{node.name}{opening}"{label}"{closing}'
+
+    topic = crowded_topic(diagram)
+    edges = list(diagram.edges)
+    if topic is None:
+        lines += [declaration(node) for node in diagram.nodes]
+    else:
+        grouped: set[str] = set()
+        group_edges = []
+        for index, (label, _style, members) in enumerate(_topic_groups(diagram, topic)):
+            name = f"group_{index}"
+            lines.append(f'  subgraph {name}["{_mermaid_text(label)}"]')
+            lines += [declaration(node, "    ") for node in members]
+            lines.append("  end")
+            names = {node.name for node in members}
+            if any(e.relation == "filed under" and e.target == topic.name and e.source in names for e in edges):
+                group_edges.append(Edge(name, "filed under", topic.name))
+            grouped |= names
+        lines += [declaration(node) for node in diagram.nodes if node.name not in grouped]
+        edges = group_edges + [
+            e for e in edges if not (e.relation == "filed under" and e.target == topic.name and e.source in grouped)
+        ]
+    for edge in edges:
         arrow = EDGE_STYLES.get(edge.relation, _PLAIN_EDGE)[0]
         lines.append(f"  {edge.source} {arrow}|{edge.relation}| {edge.target}")
     used: dict[str, list[str]] = defaultdict(list)
@@ -360,7 +384,8 @@ def _dot_attributes(attributes: Mapping[str, str]) -> str:
 
 def to_dot(diagram: Diagram, title: str | None = None, links: Mapping[str, str] | None = None) -> str:
     """A Graphviz digraph of the diagram. ``links`` maps node IRIs to URLs the drawn nodes link to
-    (in SVG output)."""
+    (in SVG output). Every node has a tooltip (its id and full title on two lines). A diagram with many
+    records filed under one topic is drawn grouped (see ``crowded_topic``)."""
     name = " ".join((title or "view").split())
     lines = [
         f"digraph {_dot_string(name)} {{",
@@ -368,28 +393,139 @@ def to_dot(diagram: Diagram, title: str | None = None, links: Mapping[str, str] 
         f'  node [fontname={_dot_string(FONT)}, fontsize=10, penwidth=1.2, margin="0.12,0.06"];',
         f"  edge [fontname={_dot_string(FONT)}, fontsize=9, arrowsize=0.7];",
     ]
-    for node in diagram.nodes:
-        style = STYLES[node.style]
-        styles = ["filled"] + (["rounded"] if style.dot_shape == "box" else []) + ([style.dash] if style.dash else [])
-        label = node.heading + (f"\n{node.title}" if node.title else "")
-        attributes = {
-            "shape": style.dot_shape,
-            "style": ",".join(styles),
-            "fillcolor": style.fill,
-            "color": style.stroke,
-            "fontcolor": style.text,
-        }
-        if node.full_title and node.full_title != node.title:
-            attributes["tooltip"] = f"{node.heading}: {node.full_title}"
-        if links and node.iri in links:
-            attributes["URL"] = links[node.iri]
-            attributes["target"] = "_top"
-        lines.append(f"  {_dot_string(node.name)} [label={_dot_label(label)}, {_dot_attributes(attributes)}];")
-    for edge in diagram.edges:
+    topic = crowded_topic(diagram)
+    ends: dict[str, str] = {}  # node name -> how an edge names it: "table":"port" for a grouped record
+    edges = list(diagram.edges)
+    if topic is None:
+        lines += [_dot_node(node, links) for node in diagram.nodes]
+    else:
+        grouped: set[str] = set()
+        practice_tables = []
+        for index, (label, style, members) in enumerate(_topic_groups(diagram, topic)):
+            table = f"group_{index}"
+            if style != "paper":
+                practice_tables.append(_dot_string(table))
+            lines.append(_dot_table(table, label, style, members, links))
+            for node in members:
+                ends[node.name] = f"{_dot_string(table)}:{_dot_string(node.name)}"
+                grouped.add(node.name)
+            filed = {edge.source for edge in edges if edge.relation == "filed under" and edge.target == topic.name}
+            if filed & {node.name for node in members}:
+                # One "filed under" arrow per group instead of one per record.
+                lines.append(
+                    f'  {_dot_string(table)} -> {_dot_string(topic.name)} [label="filed under", color="#4a5568"];'
+                )
+        # The practice tables stand in one column, the papers they cite to their right.
+        lines.append(f"  {{ rank=same; {' '.join(practice_tables)} }}")
+        edges = [
+            e for e in edges if not (e.relation == "filed under" and e.target == topic.name and e.source in grouped)
+        ]
+        lines += [_dot_node(node, links) for node in diagram.nodes if node.name not in grouped]
+    for edge in edges:
         attributes = {"label": edge.relation, **EDGE_STYLES.get(edge.relation, _PLAIN_EDGE)[1]}
-        lines.append(f"  {_dot_string(edge.source)} -> {_dot_string(edge.target)} [{_dot_attributes(attributes)}];")
+        source = ends.get(edge.source, _dot_string(edge.source))
+        target = ends.get(edge.target, _dot_string(edge.target))
+        if edge.source in ends or edge.target in ends:
+            del attributes["label"]  # the tables' headings and the edges' colours say it; labels would crowd
+            if edge.relation == "cites":
+                source, target = f"{source}:e", f"{target}:w"
+            else:
+                attributes["constraint"] = "false"
+        lines.append(f"  {source} -> {target} [{_dot_attributes(attributes)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+#: Records filed under one topic past which its diagram is drawn grouped.
+CROWDED = 12
+_GROUPS = (
+    ("practice", "Active practices"),
+    ("practiceProposed", "Proposed practices"),
+    ("practiceRejected", "Rejected practices"),
+)
+
+
+def crowded_topic(diagram: Diagram) -> Node | None:
+    """The topic node that more than CROWDED records are filed under, if any. One node and one arrow
+    per record would make a drawing many times taller than the page is wide, so such a diagram lists
+    its practices by status and its papers in one table each (a row per record, linked and with its
+    tooltip), with one "filed under" arrow per table and the citations drawn between rows."""
+    counts: dict[str, int] = defaultdict(int)
+    for edge in diagram.edges:
+        if edge.relation == "filed under":
+            counts[edge.target] += 1
+    crowded = [name for name, count in counts.items() if count > CROWDED]
+    return diagram.node(sorted(crowded)[0]) if crowded else None
+
+
+def _topic_groups(diagram: Diagram, topic: Node) -> list[tuple[str, str, list[Node]]]:
+    """(heading, style, nodes) of each non-empty group of a grouped diagram, in drawing order."""
+    groups: list[tuple[str, str, list[Node]]] = []
+    for style, label in _GROUPS:
+        members = [node for node in diagram.nodes if node.style == style]
+        if members:
+            groups.append((f"{label} ({len(members)})", style, members))
+    papers = [node for node in diagram.nodes if node.kind == "paper"]
+    if papers:
+        groups.append((f"Papers ({len(papers)})", "paper", papers))
+    return groups
+
+
+def _html(text: str) -> str:
+    """Text inside a Graphviz HTML-like label or attribute; line breaks as character references."""
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    return escaped.replace("\n", "&#10;")
+
+
+def _dot_table(name: str, heading: str, style_name: str, members: list[Node], links: Mapping[str, str] | None) -> str:
+    """One group of records as a table node: a heading row, then a row per record (its port is the
+    record's node name), linked to its page and with a tooltip."""
+    style = STYLES[style_name]
+    rows = [
+        f'<TR><TD BGCOLOR="{style.stroke}" ALIGN="LEFT"><FONT COLOR="#ffffff"><B>{_html(heading)}</B></FONT></TD></TR>'
+    ]
+    for node in members:
+        # The table's heading says the status; each row says the id and the title.
+        identifier = node.heading.removesuffix(f" ({node.status})")
+        text = identifier + (f"  {node.title}" if node.title else "")
+        tooltip = node.heading + (f"\n{node.full_title}" if node.full_title else "")
+        link = f' HREF="{_html(links[node.iri])}" TARGET="_top"' if links and node.iri in links else ""
+        rows.append(
+            f'<TR><TD PORT="{node.name}" ALIGN="LEFT"{link} TOOLTIP="{_html(tooltip)}">'
+            f'<FONT COLOR="{style.text}">{_html(text)}</FONT></TD></TR>'
+        )
+    table = (
+        f'<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3" COLOR="{style.stroke}" '
+        f'BGCOLOR="{style.fill}">{"".join(rows)}</TABLE>'
+    )
+    return f"  {_dot_string(name)} [shape=plain, label=<{table}>];"
+
+
+def _dot_node(node: Node, links: Mapping[str, str] | None) -> str:
+    style = STYLES[node.style]
+    styles = ["filled"] + (["rounded"] if style.dot_shape == "box" else []) + ([style.dash] if style.dash else [])
+    label = node.heading + (f"\n{node.title}" if node.title else "")
+    attributes = {
+        "shape": style.dot_shape,
+        "style": ",".join(styles),
+        "fillcolor": style.fill,
+        "color": style.stroke,
+        "fontcolor": style.text,
+    }
+    if links and node.iri in links:
+        attributes["URL"] = links[node.iri]
+        attributes["target"] = "_top"
+    # An explicit tooltip with a real line break: without one, Graphviz shows the label's "\n" escape.
+    tooltip = node.heading + (f"\n{node.full_title}" if node.full_title else "")
+    return (
+        f"  {_dot_string(node.name)} [label={_dot_label(label)}, {_dot_attributes(attributes)}, "
+        f"tooltip={_dot_tooltip(tooltip)}];"
+    )
+
+
+def _dot_tooltip(text: str) -> str:
+    """A quoted DOT tooltip: in a tooltip, Graphviz turns the \\n escape into a real line break (&#10;)."""
+    return _dot_label(text)
 
 
 def _dot_label(text: str) -> str:

@@ -29,7 +29,9 @@ def export_rdf(store: Store, canonical_format: str) -> bytes:
     quads = sorted(store.quads_for_pattern(None, None, None, DefaultGraph()), key=str)
     fmt = pyoxigraph_format(canonical_format)
     statements: list[Quad] | list[Triple] = quads if fmt.supports_datasets else [q.triple for q in quads]
-    return serialize(statements, format=fmt, prefixes=v.PREFIXES) or b""
+    data = serialize(statements, format=fmt, prefixes=v.PREFIXES) or b""
+    # Some serialisers (JSON-LD, RDF/XML) stop without a final line break; every output file ends with one.
+    return data if data == b"" or data.endswith(b"\n") else data + b"\n"
 
 
 _TOPIC_QUERY = """

@@ -189,12 +189,16 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-_LINKABLE = re.compile(RECORD_ID_RE.pattern + r"|https?://[^\s<>\"']+")
+#: An arXiv identifier as the anthology writes it in text (``ARXIV-1910.02054``, ``arXiv:1910.02054v2``,
+#: or bare): YYMM.NNNN or YYMM.NNNNN, with a real month, and an optional version.
+ARXIV_IN_TEXT = re.compile(r"(?:\barxiv[:\s-]?)?\b(?P<arxiv>\d{2}(?:0[1-9]|1[0-2])\.\d{4,5}(?:v\d+)?)\b", re.I)
+_LINKABLE = re.compile(RECORD_ID_RE.pattern + r"|https?://[^\s<>\"']+|" + ARXIV_IN_TEXT.pattern, re.I)
 
 
 def linked(text: str | None, anthology: SiteGraph) -> str:
-    """``text`` escaped, each record identifier in it a link to the record's page when it exists, and
-    each web address a link to it (without the punctuation that ends a sentence)."""
+    """``text`` escaped, each record identifier in it a link to the record's page when it exists, each
+    arXiv identifier a link to its abstract page, and each web address a link to it (without the
+    punctuation that ends a sentence)."""
     if not text:
         return ""
     parts: list[str] = []
@@ -207,6 +211,11 @@ def linked(text: str | None, anthology: SiteGraph) -> str:
             position = match.start() + len(address)
             continue
         parts.append(esc(text[position : match.start()]))
+        if match.group("arxiv"):
+            address = f"https://arxiv.org/abs/{match.group('arxiv')}"
+            parts.append(f'<a href="{esc(address)}" rel="noopener">{esc(found)}</a>')
+            position = match.end()
+            continue
         if anthology.kind_of(found):
             parts.append(f'<a href="{esc(record_page(found))}">{esc(found)}</a>')
         else:
@@ -637,14 +646,20 @@ def site_pages(backend: Backend, graphviz: bool | None = None, timeout: float = 
 
 def build_site(
     backend: Backend, folder: Path, graphviz: bool | None = None, timeout: float = DEFAULT_TIMEOUT
-) -> WriteReport:
+) -> SiteReport:
     """Write the site into ``folder``: changed pages atomically, unchanged ones left alone, and pages
     the previous build wrote that no longer exist removed (only those, as listed in ``.sotakg-site``)."""
-    pages = site_pages(backend, graphviz, timeout)
+    from .diagrams import graphviz_available
+
+    draw = graphviz_available() if graphviz is None else graphviz
+    pages = site_pages(backend, draw, timeout)
     if folder.exists() and not folder.is_dir():
         raise ExportError(f"{folder} exists and is not a folder")
     previous = _manifest(folder)
-    report = write_files(folder, {**pages, MANIFEST: "".join(f"{name}\n" for name in sorted(pages))})
+    written = write_files(folder, {**pages, MANIFEST: "".join(f"{name}\n" for name in sorted(pages))})
+    report = SiteReport(written.written, written.unchanged, written.removed)
+    if graphviz is None and not draw:
+        report.notes.append(GRAPHVIZ_FALLBACK_NOTE)
     report.written = [name for name in report.written if name != MANIFEST]
     report.unchanged = [name for name in report.unchanged if name != MANIFEST]
     for name in sorted(previous - set(pages)):
@@ -653,6 +668,20 @@ def build_site(
             stale.unlink()
             report.removed.append(name)
     return report
+
+
+GRAPHVIZ_FALLBACK_NOTE = (
+    "Graphviz's dot is not installed, so the site's diagrams are Mermaid source instead of drawings: "
+    "install the graphviz package (for example: apt-get install graphviz) and export again, "
+    "or pass --mermaid to choose Mermaid source"
+)
+
+
+@dataclass
+class SiteReport(WriteReport):
+    """What ``build_site`` wrote, and ``notes`` for the person running it (the Graphviz fallback)."""
+
+    notes: list[str] = field(default_factory=list)
 
 
 def _manifest(folder: Path) -> set[str]:

@@ -1,0 +1,159 @@
+"""The serve benchmark: point SELECTs at 1, 8 and 64 concurrent clients over a generated store, through
+`sotakg serve`'s guard and straight to its Oxigraph server, in one run.
+
+    python -m benchmarks.serve [--scale 10] [--seconds 5]
+
+Prints requests/s, p50/p99 latency, errors and hangs per path and concurrency, and the guard's
+throughput as a share of Oxigraph's (target: ≥ 50%, 0 errors, 0 hangs). Clients keep their
+connection alive where the server allows it (the guard closes each one after its answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+CONCURRENCY = (1, 8, 64)
+#: Seconds a request may take before it counts as a hang.
+HANG_SECONDS = 10.0
+
+
+def point_query(index: int) -> str:
+    """A SELECT of one practice's title: an indexed point lookup."""
+    number = 1 + index % 40
+    return f"PREFIX id: <https://w3id.org/sotakg/id/> SELECT ?p ?o WHERE {{ id:SOTA-{number:03d} ?p ?o }} LIMIT 20"
+
+
+def load(port: int, clients: int, seconds: float) -> dict[str, float]:
+    """``clients`` threads sending point SELECTs to 127.0.0.1:``port`` for ``seconds``."""
+    latencies: list[float] = []
+    errors = hangs = 0
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def client(number: int) -> None:
+        nonlocal errors, hangs
+        connection: http.client.HTTPConnection | None = None
+        sent = 0
+        while time.monotonic() < stop:
+            path = "/query?" + urllib.parse.urlencode({"query": point_query(number * 1000 + sent)})
+            sent += 1
+            started = time.monotonic()
+            try:
+                if connection is None:
+                    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HANG_SECONDS)
+                connection.request("GET", path, headers={"Accept": "application/sparql-results+json"})
+                response = connection.getresponse()
+                response.read()
+                ok = response.status == 200
+                if response.getheader("Connection", "").lower() == "close":
+                    connection.close()
+                    connection = None
+            except TimeoutError:
+                with lock:
+                    hangs += 1
+                connection = None
+                continue
+            except (OSError, http.client.HTTPException):
+                ok = False
+                connection = None
+            with lock:
+                if ok:
+                    latencies.append(time.monotonic() - started)
+                else:
+                    errors += 1
+        if connection is not None:
+            connection.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds + HANG_SECONDS + 5)
+    elapsed = time.monotonic() - began
+    ordered = sorted(latencies) or [0.0]
+    return {
+        "rps": len(latencies) / elapsed,
+        "p50_ms": 1000 * statistics.median(ordered),
+        "p99_ms": 1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+        "errors": errors,
+        "hangs": hangs,
+    }
+
+
+def engine_port(serve_pid: int) -> int:
+    """The loopback port of the Oxigraph server that `sotakg serve` runs (its child's --bind)."""
+    for task in Path(f"/proc/{serve_pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            arguments = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            if b"--bind" in arguments:
+                return int(arguments[arguments.index(b"--bind") + 1].rsplit(b":", 1)[1])
+    raise RuntimeError("sotakg serve runs no Oxigraph server")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    options = parser.parse_args(argv)
+
+    from benchmarks.run import prepare_data
+    from sotakg.graph.build import build
+    from sotakg.server.serve import free_port
+
+    data = prepare_data(options.scale, 1)
+    with tempfile.TemporaryDirectory() as work:
+        store = Path(work) / "store"
+        counts = build(data, store)
+        port = free_port()
+        source = Path(__file__).resolve().parent.parent / "src"
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
+        # `sotakg serve` in a process of its own, as users run it: the load here does not share its GIL.
+        served = subprocess.Popen(
+            [sys.executable, "-m", "sotakg", "--data", str(data), "--store", str(store), "serve", "--port", str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=environment,
+        )
+        try:
+            assert served.stdout is not None
+            for line in served.stdout:  # bounded by the server's own start-up limit
+                if line.startswith("Press Ctrl-C"):
+                    break
+            direct_port = engine_port(served.pid)
+            print(f"scale {options.scale:g}: {counts}, {options.seconds:g} s per run, {os.cpu_count()} cores")
+            print("| clients | path | requests/s | p50 ms | p99 ms | errors | hangs |")
+            print("|---|---|---|---|---|---|---|")
+            for clients in CONCURRENCY:
+                direct = load(direct_port, clients, options.seconds)
+                guarded = load(port, clients, options.seconds)
+                for name, figures in (("Oxigraph", direct), ("guard", guarded)):
+                    print(
+                        f"| {clients} | {name} | {figures['rps']:.0f} | {figures['p50_ms']:.1f} | "
+                        f"{figures['p99_ms']:.1f} | {figures['errors']:.0f} | {figures['hangs']:.0f} |"
+                    )
+                share = guarded["rps"] / direct["rps"] if direct["rps"] else 0.0
+                met = share >= 0.5 and guarded["errors"] == 0 and guarded["hangs"] == 0
+                print(f"|   | guard/Oxigraph | {share:.0%} | | | | {'met' if met else 'NOT met'} |")
+        finally:
+            served.terminate()
+            try:
+                served.wait(15)
+            except subprocess.TimeoutExpired:
+                served.kill()
+                served.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+"""`sotakg serve` on a network: the engine never goes away, a timeout stops the work, overload is an
+answer, bodies are complete or visibly broken, and the page and the protocol work through the guard.
+Every server here is a real `sotakg serve` on 127.0.0.1, started by the test; every wait is bounded."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .test_serve import ASK, serving
+
+SLOW = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l . ?m ?n2 ?o }"
+
+
+def engine_pids(serve_pid: int) -> set[int]:
+    """The oxigraph processes `sotakg serve` runs now (its children, from /proc)."""
+    found = set()
+    for task in Path(f"/proc/{serve_pid}/task").iterdir():
+        try:
+            found.update(int(pid) for pid in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def answer_of(url: str, method: str = "GET", body: bytes | None = None, content_type: str | None = None):
+    """(status, headers, body) of an answer, error statuses included; 15 s at most."""
+    headers = {"Content-Type": content_type} if content_type else {}
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=15) as answer:
+            return answer.status, answer.headers, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
+
+
+def query_url(base: str, text: str) -> str:
+    return base + "/query?" + urllib.parse.urlencode({"query": text})
+
+
+def raw_request(port: int, request: bytes, seconds: float = 15.0) -> bytes:
+    """Everything the server sends back to ``request`` on a fresh connection, until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=seconds) as connection:
+        connection.sendall(request)
+        chunks = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            data = connection.recv(65536)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks)
+
+
+def test_a_timeout_stops_the_work_and_the_server_answers_again(data_copy, tmp_path):
+    with serving(data_copy, tmp_path / "store", "--timeout", "2") as served:
+        before = engine_pids(served.process.pid)
+        assert len(before) == 1
+        started = time.monotonic()
+        status, _, body = answer_of(query_url(served.base, SLOW))
+        took = time.monotonic() - started
+        assert (status, body) == (
+            504,
+            b"the query ran longer than 2 s (--timeout of sotakg serve) and was stopped\n",
+        )
+        assert took < 2 + 2
+        deadline = time.monotonic() + 2
+        while engine_pids(served.process.pid) & before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not engine_pids(served.process.pid) & before  # the process running the query is gone
+        for _ in range(40):  # bounded: the replacement answers within a couple of seconds
+            if answer_of(served.base + ASK)[0] == 200:
+                break
+            time.sleep(0.1)
+        assert answer_of(served.base + ASK)[:1] == (200,)
+        code, _, err = served.finish(signal.SIGTERM)
+    assert code == 0
+    assert "restarting it" in err and "a query ran past 2 s (--timeout)" in err
+
+
+def test_an_engine_that_dies_is_restarted_within_a_second(data_copy, tmp_path):
+    with serving(data_copy, tmp_path / "store") as served:
+        (engine,) = engine_pids(served.process.pid)
+        os.kill(engine, signal.SIGKILL)
+        statuses = []
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            status, headers, _ = answer_of(served.base + ASK)
+            statuses.append(status)
+            if status == 503:
+                assert headers["Retry-After"] == "1"
+            if status == 200 and engine_pids(served.process.pid) - {engine}:
+                break
+            time.sleep(0.02)
+        assert statuses[-1] == 200 and set(statuses) <= {200, 503}, statuses
+        assert served.process.poll() is None
+        code, _, err = served.finish(signal.SIGTERM)
+    assert code == 0
+    assert err.count("the Oxigraph server stopped (it was killed by SIGKILL); restarting it\n") == 1
+
+
+def test_overload_is_an_answer_not_a_hang(data_copy, tmp_path):
+    clients = 170
+    with serving(data_copy, tmp_path / "store", "--timeout", "2", "--max-concurrent", "1") as served:
+        results: list[tuple[int, float, str | None]] = []
+
+        def one() -> None:
+            started = time.monotonic()
+            status, headers, _ = answer_of(query_url(served.base, SLOW))
+            results.append((status, time.monotonic() - started, headers.get("Retry-After")))
+
+        threads = [threading.Thread(target=one) for _ in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(40)
+        assert len(results) == clients  # nobody hangs
+        assert {r[0] for r in results} <= {503, 504}
+        busy = [r for r in results if r[0] == 503]
+        assert all(r[2] == "1" for r in busy)
+        # One runs and 128 wait their turn (at most 5 s); the rest are turned away at once.
+        assert sum(1 for r in busy if r[1] < 1.5) >= clients - 1 - 128 - 5
+        assert max(r[1] for r in results) < 15
+        assert served.process.poll() is None
+
+
+def test_http_1_0_never_gets_a_cut_answer_that_looks_complete(data_copy, tmp_path):
+    with serving(data_copy, tmp_path / "store", "--max-result-bytes", "2K") as served:
+        port = int(served.base.rsplit(":", 1)[1])
+        everything = "/query?" + urllib.parse.urlencode({"query": "SELECT * { ?s ?p ?o }"})
+        request = f"GET {everything} HTTP/1.0\r\nAccept: text/csv\r\n\r\n".encode()
+        answer = raw_request(port, request)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.split(b"\r\n")[0] == b"HTTP/1.1 502 Bad Gateway"
+        assert body.startswith(b"the answer is larger than the server's limit of 2048 bytes (--max-result-bytes")
+        small = "/query?" + urllib.parse.urlencode({"query": "SELECT ?s { ?s ?p ?o } LIMIT 2"})
+        fine = raw_request(port, f"GET {small} HTTP/1.0\r\nAccept: text/csv\r\n\r\n".encode())
+        head, _, body = fine.partition(b"\r\n\r\n")
+        assert head.split(b"\r\n")[0] == b"HTTP/1.1 200 OK"
+        assert f"content-length: {len(body)}".encode() in head.lower()
+        assert body.count(b"\n") == 3
+
+
+def test_head_the_description_and_the_pages_endpoint(data_copy, tmp_path):
+    with serving(data_copy, tmp_path / "store") as served:
+        status, headers, body = answer_of(served.base + ASK, method="HEAD")
+        assert (status, body) == (200, b"")
+        assert headers.get_content_type() == "application/sparql-results+json"
+        status, headers, description = answer_of(served.base + "/query")
+        assert status == 200
+        assert b"sparql-service-description#SPARQL11Query" in description or b"sd:SPARQL11Query" in description
+        assert b"BasicFederatedQuery" not in description
+        assert b"EmptyGraphs" in description
+        posted = answer_of(served.base + "/sparql", "POST", b"ASK {}", "application/sparql-query")
+        assert posted[0] == 200 and posted[2] == b'{"head":{},"boolean":true}'
+        form = urllib.parse.urlencode({"query": "ASK { SERVICE <http://127.0.0.1:9/> {} }"}).encode()
+        assert answer_of(served.base + "/sparql", "POST", form, "application/x-www-form-urlencoded")[0] == 400
+
+
+def test_the_banner_shows_the_guard_and_never_the_engine(data_copy, tmp_path):
+    with serving(data_copy, tmp_path / "store") as served:
+        code, out, err = served.finish(signal.SIGTERM)
+    assert code == 0
+    assert "Listening for requests" not in out + err
+    assert served.base in out
+    assert out.count("http://") == 2  # the page and the endpoint, both on the guard's port
+
+
+def test_on_every_interface_it_warns_and_lists_the_addresses(data_copy, tmp_path):
+    with serving(data_copy, tmp_path / "store", "--host", "0.0.0.0") as served:
+        code, out, err = served.finish(signal.SIGTERM)
+    assert code == 0
+    assert err.startswith("warning: listening on every network interface (port ")
+    assert "the server has no authentication" in err
+    port = served.base.rsplit(":", 1)[1]
+    assert f"  SPARQL endpoint:  http://127.0.0.1:{port}/query\n" in out
+    assert "Listening for requests" not in out + err
+
+
+def test_a_huge_query_is_refused_and_the_server_lives(data_copy, tmp_path):
+    with serving(data_copy, tmp_path / "store") as served:
+        patterns = " . ".join(f"?s{i} <http://x/p> ?o{i}" for i in range(20000))
+        text = f"SELECT * {{ {patterns} }}".encode()
+        assert len(text) < 1024 * 1024
+        status, _, body = answer_of(served.base + "/query", "POST", text, "application/sparql-query")
+        assert status == 400
+        assert body.startswith(b"refused: the query is ") or body.startswith(b"refused: the query has more than")
+        hidden = r"PREFIX ex: <http://x/> SELECT * WHERE { VALUES ?q { ex:x\# } " + "{" * 20000 + "}" * 20000 + " }"
+        assert answer_of(served.base + "/query", "POST", hidden.encode(), "application/sparql-query")[0] == 400
+        assert answer_of(served.base + ASK)[0] == 200
+        assert served.process.poll() is None
+
+
+# ------------------------------------------------------------------------------------------ the query page
+
+
+def chromium() -> str | None:
+    """A Chromium that runs headless here, or None."""
+    import shutil
+    import subprocess
+
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            try:
+                subprocess.run([found, "--version"], capture_output=True, timeout=20, check=True)
+            except (OSError, subprocess.SubprocessError):
+                continue
+            return found
+    return None
+
+
+class DevToolsError(Exception):
+    """Chromium answered a command with an error."""
+
+
+class DevTools:
+    """Headless Chromium driven over ``--remote-debugging-pipe`` (JSON messages separated by NUL on
+    its file descriptors 3 and 4): no network port, and it ends with the test."""
+
+    def __init__(self, binary: str, profile: Path, url: str):
+        import fcntl
+        import subprocess
+
+        low_read, self._commands = os.pipe()
+        self._replies, low_write = os.pipe()
+        # Far from 3 and 4, so that putting them there cannot close one of them first.
+        commands_read = fcntl.fcntl(low_read, fcntl.F_DUPFD, 100)
+        replies_write = fcntl.fcntl(low_write, fcntl.F_DUPFD, 100)
+        os.close(low_read)
+        os.close(low_write)
+
+        flags = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--remote-debugging-pipe",
+        ]
+        # The shell puts the pipes on the descriptors Chromium reads (3) and writes (4), then becomes it.
+        wiring = f'exec "$0" "$@" 3<&{commands_read} 4>&{replies_write} {commands_read}<&- {replies_write}>&-'
+        self.process = subprocess.Popen(
+            ["bash", "-c", wiring, binary, *flags, url],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(commands_read, replies_write),
+        )
+        os.close(commands_read)
+        os.close(replies_write)
+        self._buffer = b""
+        self._next = 0
+
+    def call(self, method: str, seconds: float = 20.0, session: str | None = None, **params: object) -> dict:
+        import json
+        import select
+
+        self._next += 1
+        message: dict[str, object] = {"id": self._next, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        os.write(self._commands, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            while b"\0" in self._buffer:
+                raw, self._buffer = self._buffer.split(b"\0", 1)
+                reply = json.loads(raw)
+                if reply.get("id") == self._next:
+                    if "error" in reply:
+                        raise DevToolsError(reply["error"].get("message", str(reply)))
+                    return reply["result"]
+            if select.select([self._replies], [], [], 0.5)[0]:
+                data = os.read(self._replies, 1 << 16)
+                if not data:
+                    break
+                self._buffer += data
+        raise AssertionError(f"Chromium did not answer {method} within {seconds} s")
+
+    def close(self) -> None:
+        import subprocess
+
+        self.process.kill()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        os.close(self._commands)
+        os.close(self._replies)
+
+
+TYPE_AND_RUN = """
+(async () => {
+  const sleep = ms => new Promise(done => setTimeout(done, ms));
+  for (let i = 0; i < 150 && !document.querySelector('.CodeMirror'); i++) await sleep(100);
+  const editor = document.querySelector('.CodeMirror');
+  if (!editor) return 'no editor';
+  editor.CodeMirror.setValue(%s);
+  document.querySelector('.yasqe_queryButton').click();
+  for (let i = 0; i < 150; i++) {
+    const rows = document.querySelectorAll('.yasr tbody tr');
+    if (rows.length) return Array.from(rows, row => row.innerText.replace(/\\s+/g, ' ').trim());
+    await sleep(100);
+  }
+  return 'no rows: ' + (document.querySelector('.yasr') || document.body).innerText.slice(0, 300);
+})()
+"""
+
+
+def test_the_query_page_runs_a_query_in_a_browser(data_copy, tmp_path):
+    """Headless Chromium opens the page at /, types a query, presses run and sees its rows."""
+    import json
+
+    binary = chromium()
+    if binary is None:
+        pytest.skip("no working headless Chromium (apt-get install chromium)")
+    query = "SELECT ?n WHERE { VALUES ?n { 'first-row' 'second-row' } }"
+    with serving(data_copy, tmp_path / "store") as served:
+        browser = DevTools(binary, tmp_path / "profile", served.base + "/")
+        try:
+            targets = browser.call("Target.getTargets")["targetInfos"]
+            page = next(t for t in targets if t["type"] == "page")
+            session = browser.call("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
+            result: dict = {}
+            for _ in range(10):  # bounded: the page may still be replacing about:blank
+                try:
+                    result = browser.call(
+                        "Runtime.evaluate",
+                        seconds=40,
+                        session=session,
+                        expression=TYPE_AND_RUN % json.dumps(query),
+                        awaitPromise=True,
+                        returnByValue=True,
+                    )
+                    break
+                except DevToolsError as error:
+                    if "context" not in str(error):
+                        raise
+                    time.sleep(0.5)
+        finally:
+            browser.close()
+    rows = result["result"]["value"]
+    assert isinstance(rows, list), rows
+    assert [row.split()[-1] for row in rows] == ["first-row", "second-row"]
