@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sotakg.records.fastyaml import parse_canonical
+from sotakg.records.fastyaml import parse_canonical, resolves_to_string
 from sotakg.records.schema import Record, SourceRefusal, dump_record, parse_yaml_mapping
 
 from .conftest import SHIPPED_DATA
@@ -152,3 +152,27 @@ def test_mutated_records_agree_whenever_the_fast_path_answers(data: bytes):
     if fast is not None:
         assert full(text) != "refused", text
         assert fast[:3] == full(text)[:3], text
+
+
+_SCALAR_EDGES = [
+    "yes", "No", "OFF", "on", "null", "Null", "NULL", "nil", "True", "tRUE", "0", "007", "0o7", "0b101", "0x1F",
+    "1_000", "1:30", "190:20:30.15", "1.5", "1e3", "1.5e+3", "2024-01-31", "2024-1-3 4:05:06.5 +01:00",
+    "2024-01-31T10:00:00Z", "12abc", "3.", "(1.5)", "LIT-051", "Yes please", "n", "y", "Y",
+]  # fmt: skip
+
+
+@given(
+    st.one_of(
+        st.sampled_from(_SCALAR_EDGES),
+        st.text(alphabet="0123456789-+._:eExXbBoOTtZ yYnNsuFfalLr(", min_size=1, max_size=24).filter(
+            lambda text: text[0].isalnum() or text[0] == "("
+        ),
+    )
+)
+@settings(max_examples=1500, deadline=None)
+def test_the_string_test_agrees_with_pyyaml(text: str):
+    """fastyaml carries PyYAML's implicit resolvers so that reading records does not import yaml."""
+    import yaml
+
+    tag = yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False))
+    assert resolves_to_string(text) == (tag == "tag:yaml.org,2002:str")

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sotakg.cli import cli
 from sotakg.errors import ParameterProblem, QueryHeaderError, UnknownQuery
@@ -18,6 +20,7 @@ from sotakg.query.canned import (
     parse_assignments,
     queries_dir,
     queries_table_markdown,
+    quick_header,
     read_canned,
     run_canned,
 )
@@ -394,6 +397,26 @@ def test_unknown_query_suggests_a_close_name():
         find_canned("rejection")
 
 
+def test_a_lookup_reads_only_the_named_file(tmp_path):
+    """Running one query must not parse the others: a malformed neighbour does not stand in its way,
+    and a name that is a path reaches no file outside the folder."""
+    (tmp_path / "good.rq").write_text("#+ summary: every type\nSELECT ?t WHERE { ?s a ?t }\n", encoding="utf-8")
+    (tmp_path / "broken.rq").write_text("#+ summary: [unclosed\nSELECT * WHERE {}\n", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.rq").write_text("#+ summary: outside the folder\nSELECT * WHERE {}\n", encoding="utf-8")
+    folder = tmp_path
+    assert find_canned("good", folder).summary == "every type"
+    with pytest.raises(QueryHeaderError, match="broken.rq"):
+        find_canned("broken", folder)
+    with pytest.raises(UnknownQuery, match=r"no canned query called 'goo'; did you mean good\? .* broken, good$"):
+        find_canned("goo", folder)
+    with pytest.raises(UnknownQuery, match="no canned query called 'outside/secret'"):
+        find_canned("outside/secret", folder)
+    with pytest.raises(UnknownQuery):
+        find_canned("../" + tmp_path.name + "/good", folder)
+
+
 def test_injection_is_only_a_string_that_matches_nothing(runner, built_store, backend):
     result = invoke(runner, built_store, "query", "practices-mentioning", "-p", f"text={INJECTION}")
     assert result.exit_code == 0, result.output
@@ -638,3 +661,133 @@ def test_the_readme_table_is_generated_from_the_queries():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
     assert readme[start:end] == "\n" + queries_table_markdown()
+
+
+# ------------------------------------------------------------------------------------------ rewrites
+
+#: The first formulations of the queries rewritten for scale (#17), kept as the reference their answers
+#: are held to: the obvious reading of the question, quadratic in Oxigraph.
+REFERENCE_FORMULATIONS = {
+    "most-cited-papers": """
+        PREFIX cito: <http://purl.org/spar/cito/>
+        PREFIX sota: <https://w3id.org/sotakg/ontology#>
+        SELECT ?paper ?authors ?year (COUNT(DISTINCT ?practice) AS ?practices)
+               (COUNT(DISTINCT ?active) AS ?active) WHERE {
+          ?paper a sota:Paper .
+          OPTIONAL { ?paper sota:authors ?authors }
+          OPTIONAL { ?paper sota:year ?year }
+          OPTIONAL {
+            ?practice cito:citesAsEvidence ?paper .
+            OPTIONAL { ?practice sota:status sota:Active . BIND(?practice AS ?active) }
+          }
+        }
+        GROUP BY ?paper ?authors ?year
+        ORDER BY DESC(?practices) DESC(?active) ?paper""",
+    "orphan-papers": """
+        PREFIX cito: <http://purl.org/spar/cito/>
+        PREFIX sota: <https://w3id.org/sotakg/ontology#>
+        SELECT ?paper ?authors ?year ?arxiv ?url WHERE {
+          ?paper a sota:Paper .
+          FILTER NOT EXISTS { ?practice cito:citesAsEvidence ?paper }
+          OPTIONAL { ?paper sota:authors ?authors }
+          OPTIONAL { ?paper sota:year ?year }
+          OPTIONAL { ?paper sota:arxivId ?arxiv }
+          OPTIONAL { ?paper sota:url ?url }
+        }
+        ORDER BY ?paper""",
+    "topic-sizes": """
+        PREFIX skos: <http://www.w3.org/2004/02/skos/core#>
+        PREFIX sota: <https://w3id.org/sotakg/ontology#>
+        SELECT ?topic ?label ?declared (COUNT(DISTINCT ?practice) AS ?practices)
+               (COUNT(DISTINCT ?paper) AS ?papers) WHERE {
+          ?topicNode a sota:Topic ; sota:slug ?topic .
+          OPTIONAL { ?topicNode skos:prefLabel ?label }
+          OPTIONAL { ?topicNode sota:declaredSize ?declared }
+          OPTIONAL { ?practice a sota:Practice ; sota:filedUnder ?topicNode }
+          OPTIONAL { ?paper a sota:Paper ; sota:filedUnder ?topicNode }
+        }
+        GROUP BY ?topic ?label ?declared
+        ORDER BY ?topic""",
+    "single-source-practices": """
+        PREFIX cito: <http://purl.org/spar/cito/>
+        PREFIX dcterms: <http://purl.org/dc/terms/>
+        PREFIX sota: <https://w3id.org/sotakg/ontology#>
+        SELECT ?practice ?paper ?authors ?title WHERE {
+          {
+            SELECT ?practice (SAMPLE(?cited) AS ?paper) WHERE {
+              ?practice a sota:Practice ; sota:status sota:Active ; cito:citesAsEvidence ?cited .
+            }
+            GROUP BY ?practice
+            HAVING (COUNT(DISTINCT ?cited) = 1)
+          }
+          OPTIONAL { ?paper sota:authors ?authors }
+          OPTIONAL { ?practice dcterms:title ?title }
+        }
+        ORDER BY ?practice""",
+}
+
+
+@pytest.fixture(scope="module")
+def generated_store(tmp_path_factory: pytest.TempPathFactory):
+    """The benchmark generator's anthology at scale 0.3: many topics, papers filed under topics,
+    practices citing one paper or two, topics with no papers; opened read-only."""
+    import sys
+
+    from sotakg.graph.build import build
+    from sotakg.graph.store import StoreLayout, open_read_only
+
+    sys.path.insert(0, str(REPO))
+    from benchmarks.generate import generate
+
+    root = tmp_path_factory.mktemp("generated")
+    generate(root / "data", 0.3, seed=7)
+    build(root / "data", root / "store")
+    return open_read_only(StoreLayout(root / "store"))
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_FORMULATIONS))
+def test_a_rewritten_query_answers_as_its_reference_formulation(name, generated_store, shipped_store):
+    query = find_canned(name)
+    at_least_shipped = 0 if name == "orphan-papers" else 1  # the shipped data cites every paper
+    for store, at_least in ((generated_store, 20), (shipped_store, at_least_shipped)):
+        expected = [tuple(map(str, row)) for row in store.query(REFERENCE_FORMULATIONS[name])]
+        answered = [tuple(map(str, row)) for row in store.query(query.text)]
+        assert answered == expected
+        assert len(answered) >= at_least
+
+
+# ------------------------------------------------------------------------------------------ header reader
+
+_HEADER_PIECES = [
+    "summary: Papers by year", "summary: 2023", "summary: yes", "summary: 'quoted: text'", "summary: \"dq\"",
+    "summary: it's", "summary: a # not a comment?", "summary: ends:", "summary: 1.5", "summary: null",
+    "summary: (grouped) text", "summary: ", "summary:", "description: >-", "description: >", "description: |",
+    "  folded line one", "  folded line two", "    more indented", " less", "", "  ", "params:", "params: []",
+    "  - name: paper", "    type: id", "    pattern: '^LIT-\\d{3,}$'", "    example: 2023", "    example: LIT-051",
+    "  - name: 'x''y'", "    description: >-", "      nested", "    example: on", "  -  name: odd", "#+ x",
+    "summary: Papers by year", "params:", "  - name: text",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_HEADER_PIECES), min_size=1, max_size=10))
+@settings(max_examples=1500, deadline=None)
+def test_the_quick_header_reader_agrees_with_yaml_whenever_it_answers(pieces: list[str]):
+    import yaml
+
+    source = "\n".join(pieces)
+    quick = quick_header(source)
+    if quick is None:
+        return
+    assert quick == yaml.safe_load(source)
+
+
+def test_every_shipped_header_takes_the_quick_reader():
+    """So that `sotakg query NAME` runs without importing yaml (see test_startup.py)."""
+    import yaml
+
+    from sotakg.query.canned import _header_lines
+
+    for path in [*sorted(queries_dir().glob("*.rq")), *sorted((queries_dir() / "views").glob("*.rq"))]:
+        lines, _first = _header_lines(path.read_text(encoding="utf-8"), AssertionError)
+        source = "\n".join(lines)
+        assert quick_header(source) == yaml.safe_load(source), path.name

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pyoxigraph import Literal, NamedNode, RdfFormat, Store
 
@@ -340,3 +342,91 @@ def test_class_targets_and_checks_follow_subclasses_in_the_data() -> None:
         ("http://example.org/m", "MinCountConstraintComponent", None),
         ("http://example.org/r", "ClassConstraintComponent", NamedNode("http://example.org/x")),
     ]
+
+
+# ------------------------------------------------------------------------------------------ anti-joins
+
+ANTI_JOIN_DATA = """
+ex:a ex:p ex:v1, ex:v2 ; ex:r ex:w1 .
+ex:b ex:p ex:v1 .
+ex:c ex:p ex:v3 ; ex:r ex:w2 .
+ex:d ex:q ex:v9 .
+ex:v1 ex:q ex:a .
+ex:v3 ex:q ex:c .
+ex:w1 ex:s ex:a .
+ex:v2 ex:label "two"@en .
+"""
+
+#: SHACL-SPARQL constraints, each with NOT in the place of the NOT EXISTS test.
+ANTI_JOIN_QUERIES = [
+    "SELECT $this ?value WHERE { $this ex:p ?value . FILTER NOT { ?value ex:q $this } }",
+    # the test comes before the pattern that binds ?value: it must still see ?value bound
+    "SELECT $this ?value WHERE { FILTER NOT { ?value ex:q $this } $this ex:p ?value . }",
+    "SELECT $this WHERE { $this ex:p ?v . OPTIONAL { $this ex:r ?w } FILTER NOT { ?w ex:s $this } }",
+    'SELECT $this ?value WHERE { $this ex:p ?value . FILTER NOT { $this ex:p/ex:label "two"@en } }',
+    "SELECT $this WHERE { $this ex:p ?v . FILTER NOT { $this ex:r/ex:s $this } }",
+    # not rewritten: no $this, a FILTER inside, inside an OPTIONAL
+    "SELECT $this WHERE { $this ex:p ?v . FILTER NOT { ?x ex:q ex:a } }",
+    "SELECT $this ?value WHERE { $this ex:p ?value . FILTER NOT { ?value ex:q ?t FILTER(?t = $this) } }",
+    "SELECT $this WHERE { $this ex:p ?v . OPTIONAL { $this ex:r ?w FILTER NOT { ?w ex:s $this } } }",
+]
+
+
+def anti_join_shapes(query: str) -> str:
+    return (
+        PREFIXES
+        + f"""
+    ex:S a sh:NodeShape ; sh:targetSubjectsOf ex:p, ex:q ;
+        sh:sparql [ sh:prefixes ex:P ; sh:select \"\"\"{query}\"\"\" ] .
+    ex:P sh:declare [ sh:prefix "ex" ; sh:namespace "http://example.org/"^^xsd:anyURI ] .
+    """
+    )
+
+
+def findings(report) -> list[tuple[str, str | None]]:
+    return [(r.focus.value, None if r.value is None else r.value.value) for r in report.results]
+
+
+@pytest.mark.parametrize("query", ANTI_JOIN_QUERIES)
+def test_a_not_exists_over_this_becomes_an_anti_join_with_the_same_findings(query: str) -> None:
+    """FILTER NOT EXISTS { basic pattern with $this } runs as a MINUS at the end of its group; the same
+    test written as FILTER (NOT EXISTS ...), which the compiler leaves alone, finds the same."""
+    data = CountingStore(store_of(ANTI_JOIN_DATA))
+    rewritten = findings(validate(data, anti_join_shapes(query.replace("NOT {", "NOT EXISTS {"))))  # type: ignore[arg-type]
+    compiled = data.queries[-1]
+    reference_query = re.sub(r"FILTER NOT \{([^{}]*)\}", r"FILTER (NOT EXISTS {\1})", query)
+    assert reference_query != query
+    reference = findings(validate(store_of(ANTI_JOIN_DATA), anti_join_shapes(reference_query)))
+    assert rewritten == reference
+    plain = ANTI_JOIN_QUERIES.index(query) < 5
+    assert ("MINUS" in compiled) is plain
+    assert ("NOT EXISTS" in compiled) is not plain
+
+
+def test_the_anti_join_rewrite_is_exact() -> None:
+    from sotakg.rules.shacl_compiler import FOCUS_MARK, Shape
+
+    query = "SELECT $this WHERE { FILTER NOT EXISTS { ?v ex:q $this } $this ex:p ?v . }"
+    rewritten = rewrite_select(query, Shape(NamedNode("http://example.org/S"), "http://example.org/S"), {})
+    blanked = " " * 17  # FILTER NOT EXISTS { ... } gives way to blanks, in place; the MINUS goes last
+    assert rewritten == f"SELECT ?this WHERE {{\n{FOCUS_MARK}{blanked}?this ex:p ?v . MINUS {{ ?v ex:q ?this }}\n}}"
+
+
+def test_an_ask_validator_over_a_plain_pattern_runs_as_an_anti_join() -> None:
+    data = CountingStore(store_of(ANTI_JOIN_DATA + "ex:a ex:allowed ex:v1 . ex:c ex:allowed ex:v3 ."))
+    component = """
+    ex:AllowedComponent a sh:ConstraintComponent ; sh:parameter [ sh:path ex:allowedBy ] ;
+        sh:validator [ a sh:SPARQLAskValidator ; sh:message "{?value} is not allowed" ; sh:ask "ASK { %s }" ] .
+    ex:S a sh:PropertyShape ; sh:targetSubjectsOf ex:p ; sh:path ex:p ; ex:allowedBy ex:allowed .
+    """
+    report = validate(data, PREFIXES + component % "$this $allowedBy $value")  # type: ignore[arg-type]
+    assert "MINUS" in data.queries[-1] and "NOT EXISTS" not in data.queries[-1]
+    reference = validate(
+        store_of(ANTI_JOIN_DATA + "ex:a ex:allowed ex:v1 . ex:c ex:allowed ex:v3 ."),
+        PREFIXES + component % "FILTER EXISTS { $this $allowedBy $value }",
+    )
+    assert (
+        findings(report)
+        == findings(reference)
+        == [("http://example.org/a", "http://example.org/v2"), ("http://example.org/b", "http://example.org/v1")]
+    )

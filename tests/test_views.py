@@ -433,6 +433,18 @@ def test_svg_without_graphviz_names_the_package(runner, built_store, monkeypatch
         render_svgs(["digraph {}"])
 
 
+def test_a_view_lookup_reads_only_the_named_file(tmp_path):
+    (tmp_path / "one.rq").write_text("#+ summary: one\nCONSTRUCT { ?s a ?t } WHERE { ?s a ?t }\n", encoding="utf-8")
+    (tmp_path / "select.rq").write_text("#+ summary: not a view\nSELECT * WHERE { ?s ?p ?o }\n", encoding="utf-8")
+    assert find_view("one", tmp_path).summary == "one"
+    with pytest.raises(QueryHeaderError, match="select.rq: a view must be a CONSTRUCT query"):
+        find_view("select", tmp_path)
+    with pytest.raises(
+        UnknownView, match="no view called 'on'; did you mean one\\? 'sotakg views' lists them: one, select"
+    ):
+        find_view("on", tmp_path)
+
+
 def test_unknown_view_is_a_usage_problem():
     with pytest.raises(UnknownView, match="'sotakg views' lists them: citations, rejections, supersessions, topic"):
         find_view("nope")

@@ -104,6 +104,43 @@ def force_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[...,
     return click.option("--force", is_flag=True, help=help_text)
 
 
+class DelayedProgress:
+    """A click progress bar on standard error for work that reports ``(done, total, step)``: shown only
+    once the work has taken ``delay`` seconds, and only when the stream is a terminal (never in CI logs)."""
+
+    def __init__(self, label: str, delay: float = 1.0, stream: Any = None):
+        import sys
+        import time
+
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.deadline = time.monotonic() + delay
+        self.bar: Any = None
+
+    def __call__(self, done: int, total: int, step: str) -> None:
+        import time
+
+        if self.bar is None:
+            if not self.stream.isatty() or time.monotonic() < self.deadline:
+                return
+            self.bar = click.progressbar(
+                length=total,
+                label=self.label,
+                file=self.stream,
+                item_show_func=lambda item: item and item.rpartition("#")[2],
+            )
+            self.bar.__enter__()
+        self.bar.length = max(total, 1)
+        self.bar.update(done - self.bar.pos, step)
+
+    def __enter__(self) -> DelayedProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
 def open_graph(ctx: click.Context):
     """The store of the current context, rebuilt first when the data changed."""
     from .graph.open import open_graph as open_built_graph
@@ -131,7 +168,8 @@ def build_command(ctx: click.Context, force: bool) -> None:
     from .graph.store import InterruptGuard
 
     with InterruptGuard().installed() as guard:
-        report = build(ctx.obj["data"], ctx.obj["store"], force=force, guard=guard)
+        with DelayedProgress("Building") as progress:
+            report = build(ctx.obj["data"], ctx.obj["store"], force=force, guard=guard, progress=progress)
         if not report.rebuilt:
             click.echo(f"{report.store} is up to date ({report.triples} triples); nothing to do (--force rebuilds).")
             return
@@ -443,12 +481,12 @@ def queries_command(name: str | None, markdown: bool) -> None:
 
         sotakg queries practices-citing
     """
-    from .query.canned import find_canned, load_canned, queries_listing, queries_table_markdown, query_details
+    from .query.canned import find_canned, listing, load_canned, queries_table_markdown, query_details
 
     if name:
         click.echo(query_details(find_canned(name)), nl=False)
     else:
-        click.echo(queries_table_markdown() if markdown else queries_listing(load_canned()), nl=False)
+        click.echo(queries_table_markdown() if markdown else listing(load_canned()), nl=False)
 
 
 @cli.command(name="query")
@@ -623,14 +661,16 @@ def validate_command(
             ctx.obj["data"], ctx.obj["store"], baseline, engine=engine, endpoint=ctx.obj.get("endpoint")
         )
     else:
-        report = validate(
-            ctx.obj["data"],
-            ctx.obj["store"],
-            engine=engine,
-            endpoint=ctx.obj.get("endpoint"),
-            graph=ctx.obj.get("graph"),
-            method=ctx.obj.get("method") or "auto",
-        )
+        with DelayedProgress("Validating") as progress:
+            report = validate(
+                ctx.obj["data"],
+                ctx.obj["store"],
+                engine=engine,
+                endpoint=ctx.obj.get("endpoint"),
+                graph=ctx.obj.get("graph"),
+                method=ctx.obj.get("method") or "auto",
+                progress=progress,
+            )
     write_output(render(report, format_name, strict=strict), output)
     if output is not None and str(output) != "-":
         click.echo(report.summary(), err=True)
@@ -750,9 +790,10 @@ def views_command(name: str | None) -> None:
         sotakg views
         sotakg views topic
     """
-    from .views.named import view_details, views_listing
+    from .query.canned import listing
+    from .views.named import load_views, view_details
 
-    click.echo(views_listing() if name is None else view_details(name), nl=False)
+    click.echo(listing(load_views()) if name is None else view_details(name), nl=False)
 
 
 @export_group.command(name="view")

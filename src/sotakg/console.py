@@ -599,13 +599,12 @@ class Console:
         self._show("\n".join(lines) + "\n", to_destination=False)
 
     def _queries(self, rest: str) -> None:
-        from .query.canned import find_canned, load_canned, queries_listing, query_details
+        from .query.canned import find_canned, listing, load_canned, query_details
 
         if rest:
             self._show(query_details(find_canned(rest)), to_destination=False)
         else:
-            listing = queries_listing(load_canned())
-            self._show(listing + "Run one with: .run NAME name=value ...\n", to_destination=False)
+            self._show(listing(load_canned()) + "Run one with: .run NAME name=value ...\n", to_destination=False)
 
     def _run(self, rest: str) -> None:
         from .query.canned import bind_parameters, find_canned

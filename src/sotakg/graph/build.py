@@ -15,7 +15,7 @@ import re
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +78,7 @@ def build(
     guard: InterruptGuard | None = None,
     data: DataRead | None = None,
     scanned: DataSnapshot | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> BuildReport:
     """Build the store from ``data_dir`` unless it is already up to date (``force`` rebuilds anyway).
 
@@ -87,8 +88,10 @@ def build(
     until the build is done. ``data`` is the folder as ``read_data`` already read it, so a caller that
     needs the records too reads each file once; ``scanned`` is a snapshot a caller already took (used
     only when it was taken against the current generation). When few files changed, only their
-    triples are applied to a copy of the current generation. Raises DataError, StoreBusy or StoreError.
+    triples are applied to a copy of the current generation. ``progress(done, total, step)`` hears of
+    each step of a rebuild. Raises DataError, StoreBusy or StoreError.
     """
+    step = progress or (lambda done, total, name: None)
     started = time.perf_counter()
     layout = StoreLayout(store_path)
     with build_lock(layout, wait_seconds):
@@ -111,6 +114,7 @@ def build(
                 time.perf_counter() - started,
             )
         pause_for_test("reading")
+        step(0, 3, "reading the records")
         change = None
         if not force and data is None and current is not None:
             change = _plan_change(data_dir, current, manifest, scanned)
@@ -123,6 +127,7 @@ def build(
             generation.mkdir()
             write_generation_marker(generation)
             pause_for_test("loading")
+            step(1, 3, "loading the graph")
             applied = None
             if change is not None and current is not None:
                 applied = _try_change(current, generation, manifest, scanned, change)
@@ -138,6 +143,7 @@ def build(
                 _write_source_table(generation, scanned, anthology.records)
                 lineage = {}
             write_manifest(generation, scanned, counts, triples, lineage)
+            step(2, 3, "swapping it in")
             pause_for_test("committing")
             if guard is not None:
                 guard.committing = True
@@ -149,6 +155,7 @@ def build(
                 remove_generation(layout, generation)
         if current is not None:
             remove_generation(layout, current)  # not while a reader holds it: a later build does
+        step(3, 3, "built")
     return BuildReport(
         store_path,
         True,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,20 +110,29 @@ def load_canned(directory: Path | None = None) -> list[CannedQuery]:
 
 
 def find_canned(name: str, directory: Path | None = None) -> CannedQuery:
-    """The canned query called ``name``; UnknownQuery (with a close match, if any) otherwise."""
-    return pick_named(load_canned(directory), name, UnknownQuery, "canned query", "sotakg queries")
+    """The canned query called ``name`` (only its file is read); UnknownQuery, with a close match if
+    any, otherwise."""
+    folder = directory if directory is not None else queries_dir()
+    return find_named(folder, name, read_canned, UnknownQuery, "canned query", "sotakg queries")
 
 
-def pick_named(queries: list[CannedQuery], name: str, error: type[Exception], noun: str, listing: str) -> CannedQuery:
-    """The query called ``name`` among ``queries``; otherwise ``error`` naming a close match, if any,
-    and the command that lists them."""
-    for query in queries:
-        if query.name == name:
-            return query
-    names = [q.name for q in queries]
-    close = difflib.get_close_matches(name, names, n=1)
+def find_named(
+    folder: Path,
+    name: str,
+    read: Callable[[Path], CannedQuery],
+    error: type[Exception],
+    noun: str,
+    listing: str,
+) -> CannedQuery:
+    """``read`` of the file ``NAME.rq`` of ``folder``, the other files left unread; otherwise ``error``
+    naming a close match, if any, and the command that lists them. ``name`` is looked up among the
+    folder's file names, never joined to the folder, so no name reaches a file outside it."""
+    files = {path.stem: path for path in sorted(folder.glob("*.rq"))}
+    if name in files:
+        return read(files[name])
+    close = difflib.get_close_matches(name, list(files), n=1)
     hint = f"did you mean {close[0]}? " if close else ""
-    raise error(f"no {noun} called {name!r}; {hint}'{listing}' lists them: {', '.join(names)}")
+    raise error(f"no {noun} called {name!r}; {hint}'{listing}' lists them: {', '.join(files)}")
 
 
 def read_canned(path: Path) -> CannedQuery:
@@ -179,7 +188,103 @@ def _header_lines(text: str, fail: Any) -> tuple[list[str], int]:
     return yaml_lines, first
 
 
+_HEADER_KEY = re.compile(r"([a-z_]+):(?: (.*))?")
+_ITEM_KEY = re.compile(r"    ([a-z_]+): (.+)|  - ([a-z_]+): (.+)")
+
+
+def quick_header(source: str) -> dict[str, Any] | None:
+    """The header as ``yaml.safe_load`` reads it, for the plain shape the shipped queries use (``key:
+    value`` lines, ``>-`` folded text, a ``params`` list of ``key: value`` items); None for anything
+    else, which the full YAML reader then takes. Running one query so needs no yaml import."""
+    header: dict[str, Any] = {}
+    lines = source.split("\n")
+    index = 0
+    while index < len(lines):
+        match = _HEADER_KEY.fullmatch(lines[index])
+        if match is None or match.group(1) in header:
+            return None
+        key, rest = match.groups()
+        index += 1
+        block = []
+        while index < len(lines) and lines[index].startswith(" "):
+            block.append(lines[index])
+            index += 1
+        if rest == ">-":
+            value: Any = _folded(block)
+        elif rest is None and key == "params":
+            value = _items(block)
+        elif rest is not None and not block:
+            value = _scalar(rest)
+        else:
+            return None
+        if value is None:
+            return None
+        header[key] = value
+    return header or None
+
+
+def _folded(block: list[str]) -> str | None:
+    """A ``>-`` block of lines with one indentation, no blank or trailing-space line: joined by spaces."""
+    if not block:
+        return None
+    indent = len(block[0]) - len(block[0].lstrip(" "))
+    if any(line[:indent] != " " * indent for line in block):
+        return None
+    texts = [line[indent:] for line in block]
+    if any(not t or t[0] == " " or t[-1] in " \t" or not t.isprintable() for t in texts):
+        return None
+    return " ".join(texts)
+
+
+def _items(block: list[str]) -> list[dict[str, Any]] | None:
+    """``  - key: value`` items, each continued by ``    key: value`` lines."""
+    items: list[dict[str, Any]] = []
+    for line in block:
+        match = _ITEM_KEY.fullmatch(line)
+        if match is None:
+            return None
+        more_key, more_value, first_key, first_value = match.groups()
+        if first_key is not None:
+            items.append({})
+        elif not items:
+            return None
+        key, text = (first_key, first_value) if first_key is not None else (more_key, more_value)
+        value = _scalar(text)
+        if value is None or key in items[-1]:
+            return None
+        items[-1][key] = value
+    return items or None
+
+
+def _scalar(text: str) -> str | int | None:
+    """A quoted or plain scalar that YAML reads as a string or a decimal integer; None otherwise."""
+    from ..records.fastyaml import resolves_to_string
+
+    if not text or not text.isprintable() or text != text.strip():
+        return None
+    if text[0] == "'":
+        inner = text[1:-1]
+        if len(text) < 2 or text[-1] != "'" or "'" in inner.replace("''", ""):
+            return None
+        return inner.replace("''", "'")
+    if text[0] == '"':
+        inner = text[1:-1]
+        if len(text) < 2 or text[-1] != '"' or '"' in inner or "\\" in inner:
+            return None
+        return inner
+    if not (text[0].isascii() and (text[0].isalnum() or text[0] == "(")):
+        return None
+    if ": " in text or " #" in text or text.endswith(":"):
+        return None
+    if re.fullmatch(r"[-+]?(?:0|[1-9][0-9]*)", text):
+        return int(text)
+    return text if resolves_to_string(text) else None
+
+
 def _parse_header(source: str, first_line: int, fail: Any) -> dict[str, Any]:
+    quick = quick_header(source)
+    if quick is not None:
+        return _checked_header(quick, first_line, fail)
     import yaml
 
     try:
@@ -189,6 +294,10 @@ def _parse_header(source: str, first_line: int, fail: Any) -> dict[str, Any]:
         line = first_line + mark.line if mark is not None else None
         problem = getattr(error, "problem", None) or str(error)
         raise fail(f"the header is not valid YAML: {problem}", line) from None
+    return _checked_header(header, first_line, fail)
+
+
+def _checked_header(header: Any, first_line: int, fail: Any) -> dict[str, Any]:
     if not isinstance(header, dict):
         raise fail("the header must be YAML keys (summary, description, params)", first_line)
     unknown = [str(key) for key in header if key not in HEADER_KEYS]
@@ -387,9 +496,9 @@ def parameters_text(query: CannedQuery) -> str:
     return ", ".join(f"{p.name} ({p.type}, e.g. {p.example})" for p in query.params) or "-"
 
 
-def queries_listing(queries: Iterable[CannedQuery] | None = None) -> str:
-    """The canned queries as an aligned text table: name, parameters, summary."""
-    rows = [(q.name, parameters_text(q), q.summary) for q in (load_canned() if queries is None else queries)]
+def listing(queries: Iterable[CannedQuery]) -> str:
+    """Canned queries or views as an aligned text table: name, parameters, summary."""
+    rows = [(q.name, parameters_text(q), q.summary) for q in queries]
     header = ("NAME", "PARAMETERS", "SUMMARY")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(2)]
     lines = [f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}" for r in [header, *rows]]
@@ -419,15 +528,3 @@ def queries_table_markdown(queries: Iterable[CannedQuery] | None = None) -> str:
         summary = q.summary.replace("|", "\\|")
         lines.append(f"| `{q.name}` | {params} | {summary} |")
     return "\n".join(lines) + "\n"
-
-
-def sync_readme(readme: Path) -> bool:
-    """Rewrite the table between the README markers from the shipped queries; True if it changed."""
-    text = readme.read_text(encoding="utf-8")
-    start, end = text.find(README_START), text.find(README_END)
-    if start < 0 or end < start:
-        raise QueryHeaderError(f"{readme} has no {README_START} ... {README_END} section")
-    new = text[: start + len(README_START)] + "\n" + queries_table_markdown() + text[end:]
-    if new != text:
-        readme.write_text(new, encoding="utf-8")
-    return new != text

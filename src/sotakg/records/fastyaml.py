@@ -12,10 +12,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
-
-_RESOLVER = yaml.resolver.Resolver()
-_IMPLICIT_FIRST_CHARS = frozenset(k for k in _RESOLVER.yaml_implicit_resolvers if k is not None)
 _KEY_LINE = re.compile(r"([a-z_]+): (.*)")
 _PLAIN = re.compile(r"[A-Za-z0-9(][^\t#]*")
 _FLOW_ITEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -23,8 +19,33 @@ _FLOW_ITEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]{0,17})")
 # Characters the YAML reader refuses or reads as line breaks: leave those files to the full reader.
 _NOT_PLAIN_TEXT = re.compile("[^\x0a\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_STR = "tag:yaml.org,2002:str"
-_INT = "tag:yaml.org,2002:int"
+
+# The plain scalars YAML 1.1 does not read as strings: PyYAML's implicit resolvers (bool, null, float,
+# int, timestamp; 6.0) for the first characters a canonical plain scalar can have (a letter, a digit or
+# a parenthesis). Kept here so that reading records does not import yaml; a test holds it to PyYAML.
+_NOT_A_STRING = re.compile(
+    r"""(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF
+    |null|Null|NULL
+    |[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?0b[0-1_]+
+    |[-+]?0[0-7_]+
+    |[-+]?(?:0|[1-9][0-9_]*)
+    |[-+]?0x[0-9a-fA-F_]+
+    |[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+
+    |[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
+    |[0-9][0-9][0-9][0-9] -[0-9][0-9]? -[0-9][0-9]?
+     (?:[Tt]|[ \t]+)[0-9][0-9]?
+     :[0-9][0-9] :[0-9][0-9] (?:\.[0-9]*)?
+     (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)""",
+    re.X,
+)
+
+
+def resolves_to_string(text: str) -> bool:
+    """Whether YAML reads ``text``, a plain scalar starting with a letter, digit or ``(``, as a string."""
+    return not _NOT_A_STRING.fullmatch(text)
+
 
 ParseResult = tuple[dict[str, Any], dict[str, int], dict[str, str], int]
 
@@ -33,12 +54,10 @@ def _plain_value(text: str) -> Any:
     """The value of a plain scalar in the canonical subset, or _NO when it is outside it."""
     if not _PLAIN.fullmatch(text) or ": " in text or text.endswith((" ", ":")):
         return _NO
-    if text[0] in _IMPLICIT_FIRST_CHARS:
-        tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))
-        if tag == _INT and _DECIMAL.fullmatch(text):
-            return int(text)
-        if tag != _STR:
-            return _NO
+    if _DECIMAL.fullmatch(text):
+        return int(text)
+    if not resolves_to_string(text):
+        return _NO
     return text
 
 

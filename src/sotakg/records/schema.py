@@ -7,13 +7,12 @@ never recurses, and keeps the line of every field for error messages and validat
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, DataFolderMissing, Problem
 from .fastyaml import parse_canonical
@@ -29,6 +28,9 @@ from .sources import (
     read_bounded,
     scan_sources,
 )
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = [
     "atomic_write_text",
@@ -229,13 +231,19 @@ class YamlDate(str):
     """A plain scalar YAML 1.1 reads as a date or time: kept as its text, refused in a text field."""
 
 
-_CONSTRUCTOR = yaml.constructor.SafeConstructor()
-_RESOLVER = yaml.resolver.Resolver()
+@functools.cache
+def _scalar_tools() -> tuple[yaml.resolver.Resolver, yaml.constructor.SafeConstructor]:
+    import yaml
+
+    return yaml.resolver.Resolver(), yaml.constructor.SafeConstructor()
 
 
 def _scalar_value(event: yaml.ScalarEvent) -> Any:
     if event.implicit[0]:
-        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
+        import yaml
+
+        resolver, constructor = _scalar_tools()
+        tag = resolver.resolve(yaml.ScalarNode, event.value, (True, False))
         if tag == "tag:yaml.org,2002:timestamp":
             return YamlDate(event.value)
         if tag in ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"):
@@ -246,7 +254,7 @@ def _scalar_value(event: yaml.ScalarEvent) -> Any:
                 event.start_mark.line + 1 if event.start_mark is not None else None,
                 f"the number {shorten(event.value, 24)} has {len(event.value)} characters; no field takes one so large",
             )
-        return _CONSTRUCTOR.construct_object(yaml.ScalarNode(tag, event.value))
+        return constructor.construct_object(yaml.ScalarNode(tag, event.value))
     return event.value
 
 
@@ -265,6 +273,8 @@ def parse_yaml_mapping(text: str) -> tuple[dict[str, Any], dict[str, int], dict[
     Returns the values, the line of each top-level key, the source text of each top-level scalar
     value, and the line the mapping starts on. Raises SourceRefusal for anything a record may not hold.
     """
+    import yaml  # here, not at the top: most records take the fast reader, and most commands read none
+
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     stack: list[tuple[Any, Any]] = []  # (container, pending key or None)
     key_lines: list[dict[str, int]] = []
@@ -612,6 +622,8 @@ def record_path(data_dir: Path, record: Record) -> Path:
 def dump_record(record: Record) -> str:
     """The YAML text of a record: one field a line in schema order, lists of identifiers inline,
     strings quoted only where YAML needs it."""
+    import yaml
+
     spec = KINDS[record.kind]
     lines = []
     for field_spec in spec.fields:

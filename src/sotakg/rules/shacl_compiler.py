@@ -942,8 +942,63 @@ def rewrite_ask(query: str, shape: Shape, prefixes: dict[str, str], constants: d
     prologue = "".join(t.text for t in tokens[: asks[0]])
     body = "".join(t.text for t in tokens[body_open : opens[body_open] + 1])
     declared = "".join(f"PREFIX {prefix}: <{namespace}>\n" for prefix, namespace in prefixes.items())
-    select = f"SELECT DISTINCT ?this ?value WHERE {{\n{FOCUS_MARK}{VALUES_MARK}FILTER NOT EXISTS {body} }}"
+    inside = tokens[body_open + 1 : opens[body_open]]
+    # A plain pattern over the bound ?this or ?value: a hash anti-join instead of one probe per pair.
+    test = "MINUS" if _anti_join_safe(inside, ("this", "value")) else "FILTER NOT EXISTS"
+    select = f"SELECT DISTINCT ?this ?value WHERE {{\n{FOCUS_MARK}{VALUES_MARK}{test} {body} }}"
     return f"{declared}{prologue}{select}"
+
+
+#: Words that make a group more than a basic graph pattern (with property paths).
+_NOT_BASIC = {
+    "FILTER", "OPTIONAL", "BIND", "UNION", "EXISTS", "NOT", "VALUES", "GRAPH", "SERVICE", "MINUS", "SELECT",
+}  # fmt: skip
+
+
+def _anti_join_safe(inside: list[_Token], bound: tuple[str, ...]) -> bool:
+    """Whether ``FILTER NOT EXISTS { inside }`` may become ``MINUS { inside }`` with the same answers.
+
+    They agree when the group is a basic graph pattern (triples and property paths: no FILTER, no nested
+    group) sharing a variable that every solution binds (``bound``: ``?this``, and ``?value`` for ASK
+    validators): NOT EXISTS asks whether the pattern, with the row's bindings put in, has a solution;
+    MINUS whether a solution of the pattern is compatible with the row on a shared variable, and such a
+    variable always exists. The MINUS goes at the end of its group, where the FILTER took effect."""
+    mentions = False
+    previous = ""
+    for token in inside:
+        if token.kind in ("ws", "comment"):
+            continue
+        if token.kind == "brace" or token.keyword in _NOT_BASIC:
+            return False
+        if token.kind == "word" and ":" not in token.text and token.text not in ("a", "true", "false"):
+            if previous != "@":  # a language tag
+                return False
+        mentions = mentions or token.variable in bound
+        previous = token.text
+    return mentions
+
+
+def _anti_joins(tokens: list[_Token], significant: list[int], opens: dict[int, int], group: int) -> None:
+    """Move each ``FILTER NOT EXISTS { basic pattern over ?this }`` directly in ``group`` to a ``MINUS``
+    at the group's end (see _anti_join_safe), in place in ``tokens``."""
+    close = opens[group]
+    position = {index: n for n, index in enumerate(significant)}
+    moved: list[str] = []
+    for index in sorted(opens):
+        if not group < index < close or tokens[index].kind != "brace":
+            continue
+        n = position[index]
+        if n < 3 or [tokens[significant[n - k]].keyword for k in (3, 2, 1)] != ["FILTER", "NOT", "EXISTS"]:
+            continue
+        start = significant[n - 3]
+        enclosing = max(o for o in opens if o < start < opens[o])
+        if enclosing != group or not _anti_join_safe(tokens[index + 1 : opens[index]], ("this",)):
+            continue
+        moved.append("".join(t.text for t in tokens[index : opens[index] + 1]))
+        for blank in range(start, opens[index] + 1):
+            tokens[blank] = _Token("ws", " ")
+    if moved:
+        tokens[close] = _Token("brace", "".join(f"MINUS {body}\n" for body in moved) + "}")
 
 
 def rewrite_select(query: str, shape: Shape, prefixes: dict[str, str], constants: dict[str, str] | None = None) -> str:
@@ -994,6 +1049,8 @@ def rewrite_select(query: str, shape: Shape, prefixes: dict[str, str], constants
             continue
         if mentions_this:
             inject.add(index)
+
+    _anti_joins(tokens, significant, opens, top_open)
 
     if not any(t.variable == "this" for t in projection) and not any(t.text == "*" for t in projection):
         first = projection[0] if projection else None
@@ -1278,6 +1335,9 @@ class _Evaluator:
             wanted = args["value"]
             if shape.path is None:
                 query = f"SELECT ?this WHERE {{ {this} FILTER(!sameTerm(?this, {wanted})) }}"
+            elif focus.large:
+                # A triple pattern matches the very term (sameTerm): a hash anti-join, not a probe per node.
+                query = f"SELECT ?this WHERE {{ {this} MINUS {{ ?this {shape.path} {wanted} }} }}"
             else:
                 query = (
                     f"SELECT ?this WHERE {{ {this} FILTER NOT EXISTS {{ ?this {shape.path} ?value . "
@@ -1509,15 +1569,20 @@ class CompiledShapes:
         self.targeted = sorted((s for s in shapes if s.targets), key=lambda s: s.name)
         self.last_query_count = 0
 
-    def validate(self, data: Store) -> ValidationReport:
-        """Validate the default graph of ``data``; results are deduplicated and sorted."""
+    def validate(self, data: Store, progress: Callable[[int, int, str], None] | None = None) -> ValidationReport:
+        """Validate the default graph of ``data``; results are deduplicated and sorted. ``progress(done,
+        total, shape)`` is told of each targeted shape before it runs, and once more at the end."""
         evaluator = _Evaluator(data)
         found: dict[ValidationResult, str] = {}  # result -> the first targeted shape that produced it
-        for shape in self.targeted:
+        for done, shape in enumerate(self.targeted):
+            if progress is not None:
+                progress(done, len(self.targeted), shape.name)
             if shape.deactivated:
                 continue
             for result in evaluator.evaluate(shape, evaluator.targets_focus(shape)):
                 found.setdefault(result, shape.name)
+        if progress is not None:
+            progress(len(self.targeted), len(self.targeted), "done")
         self.last_query_count = evaluator.queries
         results = tuple(
             sorted(

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import DataError, Problem, UsageProblem
 from ..graph import vocab as v
-from ..records.schema import Anthology, Record, load_anthology
 from ..resources import resource_dir
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
 
     from ..graph.store import StoreLayout
+    from ..records.schema import Anthology, Record
 
 RULES = "https://w3id.org/sotakg/shapes#"
 REPORT_FIELD = RULES + "reportField"
@@ -257,16 +257,20 @@ def rule_table_markdown(paths: Sequence[Path] | None = None) -> str:
 
 # ------------------------------------------------------------------------------------ engines
 
-#: An engine runs the shapes files over the store's default graph and returns the raw results.
-Engine = Callable[["Store", Sequence[Path]], list[RawResult]]
+#: ``progress(done, total, step)``: told of each step of a long validation (a progress bar listens).
+Progress = Callable[[int, int, str], None]
+#: An engine runs the shapes files over the store's default graph and returns the raw results; it may
+#: report its progress.
+Engine = Callable[["Store", Sequence[Path], "Progress | None"], list[RawResult]]
 
 
 #: Parsed SHACL-SPARQL queries by text, kept for the process (the texts come from the shapes files).
 _PREPARED_QUERIES: dict[tuple[frozenset[str], str], Any] = {}
 
 
-def pyshacl_engine(store: Store, shapes: Sequence[Path]) -> list[RawResult]:
-    """Run the shapes with pySHACL (the reference engine) over the store's default graph."""
+def pyshacl_engine(store: Store, shapes: Sequence[Path], progress: Progress | None = None) -> list[RawResult]:
+    """Run the shapes with pySHACL (the reference engine) over the store's default graph (pySHACL
+    reports no progress)."""
     import pyshacl
     import rdflib
     from pyoxigraph import DefaultGraph
@@ -404,7 +408,7 @@ def _rdflib_path_text(graph: Any, node: Any) -> str:
 _COMPILED: dict[tuple[tuple[str, int, int], ...], Any] = {}
 
 
-def sparql_engine(store: Store, shapes: Sequence[Path]) -> list[RawResult]:
+def sparql_engine(store: Store, shapes: Sequence[Path], progress: Progress | None = None) -> list[RawResult]:
     """The shapes compiled to SPARQL and run on the store itself, one query per constraint over all
     focus nodes (sotakg.shacl_compiler). A shape the compiler does not support is never skipped: the
     whole validation falls back to pySHACL, saying so on standard error."""
@@ -424,7 +428,7 @@ def sparql_engine(store: Store, shapes: Sequence[Path]) -> list[RawResult]:
             compiled = compile_shapes(graph)
         except UnsupportedShape as error:
             print(f"warning: the sparql engine cannot run these shapes ({error}); using pyshacl", file=sys.stderr)
-            return pyshacl_engine(store, shapes)
+            return pyshacl_engine(store, shapes, progress)
         _COMPILED.clear()
         _COMPILED[key] = compiled
     return [
@@ -436,7 +440,7 @@ def sparql_engine(store: Store, shapes: Sequence[Path]) -> list[RawResult]:
             severity=result.severity,
             message=sorted(result.messages)[0] if result.messages else None,
         )
-        for result in compiled.validate(store).results
+        for result in compiled.validate(store, progress).results
     ]
 
 
@@ -474,6 +478,7 @@ def validate(
     graph: str | None = None,
     timeout: float = 30.0,
     method: str = "auto",
+    progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate the data folder against the filing rules, building the store first if it is stale.
 
@@ -481,16 +486,21 @@ def validate(
     alone); a missing data folder raises DataFolderMissing (a UsageProblem). With ``endpoint``, the
     rules run over the graph published there (``graph`` names a named graph; ``method`` says how the
     query travels, as in ``remote.RemoteBackend``) instead of the embedded store; the data folder
-    still gives the file and line of each finding.
+    still gives the file and line of each finding. ``progress`` hears of the reading of the data and
+    of each shape the engine runs.
     """
     if graph is not None and endpoint is None:
         raise UsageProblem("--graph needs --endpoint: the embedded store keeps everything in its default graph")
     run = engine_named(engine)
     paths = list(shapes) if shapes is not None else shapes_paths()
     rules = load_rules(paths)
+    if progress is not None:
+        progress(0, 1, "reading the data")
     if endpoint is None:
-        return _validate_embedded(data_dir, store_path, engine, run, paths, rules)
+        return _validate_embedded(data_dir, store_path, engine, run, paths, rules, progress)
     try:
+        from ..records.schema import load_anthology
+
         anthology = load_anthology(data_dir)
     except DataError as error:
         return ValidationReport(findings_from_problems(error.problems), rules, engine, 0, readable=False)
@@ -501,11 +511,17 @@ def validate(
 
     store = Store()
     store.load(fetch_graph(endpoint, graph, timeout=timeout, method=method), format=RdfFormat.N_TRIPLES)
-    return _report(run(store, paths), anthology, rules, engine)
+    return _report(run(store, paths, progress), anthology, rules, engine)
 
 
 def _validate_embedded(
-    data_dir: Path, store_path: Path, engine: str, run: Engine, paths: list[Path], rules: list[Rule]
+    data_dir: Path,
+    store_path: Path,
+    engine: str,
+    run: Engine,
+    paths: list[Path],
+    rules: list[Rule],
+    progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate the embedded store, built (incrementally) first when stale: only the focus nodes the
     changes since the last validation can affect are checked again, and findings are located with
@@ -515,6 +531,8 @@ def _validate_embedded(
     from .incremental import SourceLocator, cache_key, modelled, results_for_generation, shown_prefix
 
     if not data_dir.is_dir():
+        from ..records.schema import load_anthology
+
         load_anthology(data_dir, [])  # raises DataFolderMissing, with the message that says how to fix it
     try:
         ensure_fresh(data_dir, store_path)
@@ -525,7 +543,7 @@ def _validate_embedded(
         store,
         generation,
         cache_key(engine, paths),
-        lambda graph: run(graph, paths),
+        lambda graph: run(graph, paths, progress),
         RawResult,
         partial=modelled(paths),
     )
@@ -567,7 +585,7 @@ def validate_store(
     """Validate a store already holding ``anthology`` (and whatever else it holds) against the rules."""
     run = engine_named(engine)
     paths = list(shapes) if shapes is not None else shapes_paths()
-    return _report(run(store, paths), anthology, load_rules(paths), engine)
+    return _report(run(store, paths, None), anthology, load_rules(paths), engine)
 
 
 def _report(raw: Iterable[RawResult], anthology: Anthology, rules: list[Rule], engine: str) -> ValidationReport:
@@ -675,6 +693,8 @@ def findings_from_results(
 ) -> list[Finding]:
     """Locate raw results in the data: one finding per distinct result, sorted by file, line and rule.
     ``anthology`` is the records, or a locator that finds them (the build's source table)."""
+    from ..records.schema import Anthology  # at run time only here: the schema is not needed to start
+
     by_iri = {rule.iri: rule for rule in rules}
     locator = Locator(anthology) if isinstance(anthology, Anthology) else anthology
     findings = set()

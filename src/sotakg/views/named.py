@@ -9,12 +9,12 @@ DOT, or SVG drawn by Graphviz.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ParameterProblem, QueryFailed, QueryHeaderError, UnknownView, UsageProblem
-from ..query.canned import CannedQuery, bind_parameters, parameters_text, pick_named, read_canned
+from ..query.canned import CannedQuery, bind_parameters, find_named, read_canned
 from ..query.formats import RDF_FORMATS
 from ..query.results import GraphResult, format_graph
 from ..query.sparql import DEFAULT_TIMEOUT, Backend, query_form, run_query
@@ -56,8 +56,10 @@ def load_views(directory: Path | None = None) -> list[CannedQuery]:
 
 
 def find_view(name: str, directory: Path | None = None) -> CannedQuery:
-    """The view called ``name``; UnknownView (with a close match, if any) otherwise."""
-    return pick_named(load_views(directory), name, UnknownView, "view", "sotakg views")
+    """The view called ``name`` (only its file is read); UnknownView, with a close match if any,
+    otherwise."""
+    folder = directory if directory is not None else views_dir()
+    return find_named(folder, name, read_view, UnknownView, "view", "sotakg views")
 
 
 def run_view(
@@ -135,15 +137,6 @@ def export_view(
     writes."""
     view = find_view(name)
     return render_view(run_view(backend, view, raw, timeout), format_name, view_title(view, raw))
-
-
-def views_listing(views: Iterable[CannedQuery] | None = None) -> str:
-    """The views as an aligned text table: name, parameters, summary."""
-    rows = [(view.name, parameters_text(view), view.summary) for view in (load_views() if views is None else views)]
-    header = ("NAME", "PARAMETERS", "SUMMARY")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(2)]
-    lines = [f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}" for r in [header, *rows]]
-    return "\n".join(lines) + "\n"
 
 
 def view_details(name: str) -> str:
