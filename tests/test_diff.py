@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Store
 
 from sotakg.cli import cli
@@ -26,7 +27,7 @@ from sotakg.graph.store import DATABASE, StoreLayout
 from sotakg.records.revisions import load_revision
 from sotakg.records.schema import Anthology, Record, load_anthology
 from sotakg.resources import ontology_path
-from sotakg.views.diff import record_changes
+from sotakg.views.diff import link_target, markdown_code, markdown_text, printable, record_changes
 
 from .conftest import SHIPPED_DATA
 from .gitrepo import commit, git, isolate_git, new_repository, set_fields
@@ -221,6 +222,34 @@ def commit_rename(repo: Path, old: str, new: str) -> str:
     practices = repo / "data" / "practices"
     (practices / old).rename(practices / new)
     return commit(repo, "rename")
+
+
+COMMONMARK = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+MARKDOWN_TRAPS = ["![i](http://e/x.png)", "[c](http://e)", "<http://e>", "<b>x</b>", "&lt;", "&#x41;", "`c`"]
+MARKDOWN_TRAPS += ["*e* _e_ ~~s~~", "a | b", "\\|", "x\\", "$m$", "\x1b[2J", "a\nb", "[x]: http://e", "  "]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text() | st.sampled_from(MARKDOWN_TRAPS))
+def test_markdown_cell_text_renders_as_the_text_itself(text: str) -> None:
+    tokens = COMMONMARK.parse(f"| a |\n|---|\n| {markdown_text(text)} |\n")
+    assert [t.type for t in tokens][:2] == ["table_open", "thead_open"]
+    cell = [t for t in tokens if t.type == "inline"][1]
+    assert [child.type for child in cell.children or []] in ([], ["text"])
+    assert "".join(child.content for child in cell.children or []).strip() == printable(text).strip()
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(min_size=1) | st.sampled_from(MARKDOWN_TRAPS), path=st.text(min_size=1))
+def test_markdown_code_spans_and_links_hold_any_value(text: str, path: str) -> None:
+    code = COMMONMARK.parseInline(markdown_code(text))[0].children or []
+    assert [child.type for child in code] == ["code_inline"]
+    assert code[0].content == printable(text) or not printable(text).strip()
+    link = COMMONMARK.parseInline(f"[SOTA-1]({link_target('https://x.test/(b)/', path)})")[0].children or []
+    assert [child.type for child in link] == ["link_open", "text", "link_close"]
+    href = link[0].attrs["href"]
+    assert href.startswith("https://x.test/%28b%29/")
+    assert urllib.parse.unquote(href.removeprefix("https://x.test/%28b%29/"), errors="surrogateescape") == path
 
 
 def test_json_lists_every_change_with_its_values(runner, history: History) -> None:
