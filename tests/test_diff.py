@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 from pyoxigraph import DefaultGraph, NamedNode, RdfFormat, Store
 
 from sotakg.cli import cli
@@ -26,7 +27,7 @@ from sotakg.graph.store import DATABASE, StoreLayout
 from sotakg.records.revisions import load_revision
 from sotakg.records.schema import Anthology, Record, load_anthology
 from sotakg.resources import ontology_path
-from sotakg.views.diff import record_changes
+from sotakg.views.diff import link_target, markdown_code, markdown_text, printable, record_changes
 
 from .conftest import SHIPPED_DATA
 from .gitrepo import commit, git, isolate_git, new_repository, set_fields
@@ -140,11 +141,11 @@ def test_markdown_has_a_summary_line_and_a_table_per_kind_linking_the_files(runn
     assert lines.count("| Record | Change | What |") == 4
     assert (
         "| [SOTA-047](https://x.test/b/data/practices/SOTA-047.yaml) | status | "
-        "status Active -> Rejected; reason: folded into SOTA-048 (names SOTA-048) |" in lines
+        "status Active -> Rejected; reason: folded into SOTA-048 \\(names SOTA-048\\) |" in lines
     )
     assert (
         '| [SOTA-999](https://x.test/b/data/practices/SOTA-999.yaml) | added | new practice "Shard the optimizer '
-        'state" (Proposed) cites nothing |' in lines
+        'state" \\(Proposed\\) cites nothing |' in lines
     )
     # A removed record has no file in HEAD to link to.
     assert any(line.startswith("| SOTA-437 | removed | practice removed") for line in lines)
@@ -158,11 +159,92 @@ def test_markdown_cells_cannot_break_the_table(tmp_path: Path, runner, monkeypat
     (old / "practices" / "SOTA-001.yaml").write_text("id: SOTA-001\ntitle: plain\n", encoding="utf-8")
     shutil.copytree(old, new)
     (new / "practices" / "SOTA-001.yaml").write_text("id: SOTA-001\ntitle: 'a | b <script> `x`'\n", encoding="utf-8")
-    result = diff(runner, str(old), str(new), "--format", "markdown")
+    result = diff(runner, "./old", "./new", "--format", "markdown")
     assert result.exit_code == 0, result.output
+    # A folder in no repository: links start at the data folder, whatever the working directory.
     assert result.output.splitlines()[-1] == (
-        "| [SOTA-001](new/practices/SOTA-001.yaml) | title | title: plain -> a \\| b &lt;script> `x` |"
+        "| [SOTA-001](practices/SOTA-001.yaml) | title | title: plain -> a \\| b &lt;script> \\`x\\` |"
     )
+
+
+def hostile_repository(root: Path, monkeypatch: pytest.MonkeyPatch, name: str = "SOTA-777.yaml") -> tuple[Path, str]:
+    """A repository whose second commit adds SOTA-777 (in the file ``name``) with a title of Markdown
+    links, images, emphasis and HTML; the working directory is its top. (Control characters cannot
+    reach a title: the records stage refuses them, so they are tried in file names.)"""
+    isolate_git(monkeypatch)
+    repo = new_repository(root)
+    (repo / "data" / "practices" / name).write_text(
+        'id: SOTA-777\nversion: 1\ntitle: "![img](http://evil/x.png) [click](http://evil) *b* <b>&amp; '
+        '`x` ~~s~~ | $m$"\nstatus: Proposed\ntopic: distributed-optimization\n',
+        encoding="utf-8",
+    )
+    commit(repo, "a hostile title")
+    monkeypatch.chdir(repo)
+    return repo, name
+
+
+HOSTILE_NAME = "a\n\n# HACKED <img src=x onerror=alert(1)>\x1b[2J\u202e\n\nb.yaml"
+
+
+def test_markdown_escapes_every_value_and_encodes_links(runner, tmp_path: Path, monkeypatch) -> None:
+    hostile_repository(tmp_path / "repo", monkeypatch)
+    result = diff(runner, "HEAD~1", "HEAD", "--format", "markdown", "--link-base", "https://x.test/(b)/")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    # One summary line, one table: nothing a value holds starts a line of its own.
+    assert len(lines) == 7
+    assert lines[-1] == (
+        "| [SOTA-777](https://x.test/%28b%29/data/practices/SOTA-777.yaml) | added | new practice "
+        '"\\!\\[img\\]\\(http://evil/x.png\\) \\[click\\]\\(http://evil\\) \\*b\\* &lt;b>&amp;amp; '
+        '\\`x\\` \\~\\~s\\~\\~ \\| \\$m\\$" \\(Proposed\\) cites nothing |'
+    )
+
+
+def test_a_hostile_file_name_is_shown_with_its_control_characters_escaped(runner, tmp_path: Path, monkeypatch) -> None:
+    repo, name = hostile_repository(tmp_path / "repo", monkeypatch, HOSTILE_NAME)
+    for args in (("HEAD~1", "HEAD"), ("HEAD~1", "HEAD", "--format", "markdown")):
+        result = diff(runner, *args)
+        assert result.exit_code == 1
+        # The file is refused (it is not named after its id), and its name shows on one line.
+        assert "data/practices/a\\x0a\\x0a# HACKED <img src=x onerror=alert(1)>\\x1b[2J\\u202e\\x0a\\x0ab.yaml" in (
+            result.output
+        )
+        assert not any(character in result.output for character in "\x1b\u202e")
+        assert "\n# HACKED" not in result.output
+
+
+def commit_rename(repo: Path, old: str, new: str) -> str:
+    practices = repo / "data" / "practices"
+    (practices / old).rename(practices / new)
+    return commit(repo, "rename")
+
+
+COMMONMARK = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+MARKDOWN_TRAPS = ["![i](http://e/x.png)", "[c](http://e)", "<http://e>", "<b>x</b>", "&lt;", "&#x41;", "`c`"]
+MARKDOWN_TRAPS += ["*e* _e_ ~~s~~", "a | b", "\\|", "x\\", "$m$", "\x1b[2J", "a\nb", "[x]: http://e", "  "]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text() | st.sampled_from(MARKDOWN_TRAPS))
+def test_markdown_cell_text_renders_as_the_text_itself(text: str) -> None:
+    tokens = COMMONMARK.parse(f"| a |\n|---|\n| {markdown_text(text)} |\n")
+    assert [t.type for t in tokens][:2] == ["table_open", "thead_open"]
+    cell = [t for t in tokens if t.type == "inline"][1]
+    assert [child.type for child in cell.children or []] in ([], ["text"])
+    assert "".join(child.content for child in cell.children or []).strip() == printable(text).strip()
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(min_size=1) | st.sampled_from(MARKDOWN_TRAPS), path=st.text(min_size=1))
+def test_markdown_code_spans_and_links_hold_any_value(text: str, path: str) -> None:
+    code = COMMONMARK.parseInline(markdown_code(text))[0].children or []
+    assert [child.type for child in code] == ["code_inline"]
+    assert code[0].content == printable(text) or not printable(text).strip()
+    link = COMMONMARK.parseInline(f"[SOTA-1]({link_target('https://x.test/(b)/', path)})")[0].children or []
+    assert [child.type for child in link] == ["link_open", "text", "link_close"]
+    href = link[0].attrs["href"]
+    assert href.startswith("https://x.test/%28b%29/")
+    assert urllib.parse.unquote(href.removeprefix("https://x.test/%28b%29/"), errors="surrogateescape") == path
 
 
 def test_json_lists_every_change_with_its_values(runner, history: History) -> None:
@@ -395,6 +477,125 @@ def test_hostile_trees_stay_inert(runner, tmp_path: Path, monkeypatch: pytest.Mo
     assert result.exit_code == 0, result.output
     assert "  SOTA-017  title: Use micro-batch splitting for pipeline parallelism -> $Format:%H$\n" in result.output
     assert victim.read_text(encoding="utf-8").startswith("id: SOTA-666")
+
+
+def test_a_folder_named_like_base_is_never_taken_for_it(runner, tmp_path: Path, monkeypatch) -> None:
+    # A pull request can commit folders named like the base commit, or origin/main: BASE stays the revision.
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "data" / "practices" / "SOTA-999.yaml").write_text(
+        "id: SOTA-999\nversion: 1\ntitle: Sneaked in\nstatus: Proposed\ntopic: distributed-optimization\n",
+        encoding="utf-8",
+    )
+    for decoy in (base, "origin/main", "nosuch"):
+        shutil.copytree(repo / "data", repo / decoy)
+    commit(repo, "SOTA-999, and decoy folders")
+    monkeypatch.chdir(repo)
+    result = diff(runner, base)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[2:] == [
+        "Practices",
+        '  SOTA-999  new practice "Sneaked in" (Proposed) cites nothing',
+    ]
+    git(repo, "update-ref", "refs/remotes/origin/main", base)
+    assert diff(runner, "origin/main").output == result.output.replace(f"{base} (", "origin/main (", 1)
+    # A name that is no revision is refused, even with a folder of that name, which is only ever
+    # taken when written as a path.
+    refused = diff(runner, "nosuch")
+    assert refused.exit_code == 2
+    assert "no revision 'nosuch'" in refused.output
+    assert (
+        "a folder named 'nosuch' is not taken for a revision: to compare with that data folder, "
+        "write it as a path (./nosuch)" in " ".join(refused.output.split())
+    )
+    explicit = diff(runner, "./nosuch")
+    assert (explicit.exit_code, explicit.output) == (0, "nosuch -> working tree (data): no change to the anthology\n")
+    # publish --since reads BASE by the same rule: refused before any connection is tried.
+    port = closed_port()
+    since = runner.invoke(
+        cli, ["publish", "--endpoint", f"http://127.0.0.1:{port}/store", "--since", "nosuch"], env=NO_CREDENTIALS
+    )
+    assert since.exit_code == 2
+    assert "no revision 'nosuch'" in since.output
+
+
+def test_an_empty_base_is_no_revision(runner, history: History) -> None:
+    for args in ([""], ["HEAD", ""], [" "]):
+        result = diff(runner, *args)
+        assert result.exit_code == 2, args
+        assert f"Error: {args[-1]!r} is not a git revision; give a branch, tag or commit" in result.output
+    port = closed_port()
+    since = runner.invoke(cli, ["publish", "--endpoint", f"http://127.0.0.1:{port}/store", "--since", ""])
+    assert since.exit_code == 2
+    assert "'' is not a git revision" in since.output
+
+
+def test_a_file_name_too_long_for_the_disk_is_named_as_in_the_revision(runner, tmp_path: Path, monkeypatch) -> None:
+    # Git holds names no file system takes (over 255 bytes); the revision is read without writing one.
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    long_name = "SOTA-778" + "0" * 291 + ".yaml"  # named after its id, as every record file is
+    record = repo / "record.yaml"
+    record.write_text(
+        f"id: {long_name[:-5]}\nversion: 1\ntitle: A long name\nstatus: Proposed\ntopic: distributed-optimization\n",
+        encoding="utf-8",
+    )
+    blob = git(repo, "hash-object", "-w", str(record)).strip()
+    record.unlink()
+    git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},data/practices/{long_name}")
+    git(repo, "commit", "-q", "-m", "a long file name")
+    monkeypatch.chdir(repo)
+    # An id is at most 128 characters, so a record of a name that long cannot be well named: the
+    # refusal names the file as the revision holds it, never a temporary path.
+    result = diff(runner, "HEAD~1", "HEAD")
+    assert result.exit_code == 1
+    assert f"data/practices/{long_name}:1:" in result.output
+    assert "sotakg-revision" not in result.output and "File name too long" not in result.output
+    (repo / "bad.yaml").write_text("id: SOTA-779\ntitle: [\n", encoding="utf-8")
+    blob = git(repo, "hash-object", "-w", str(repo / "bad.yaml")).strip()
+    (repo / "bad.yaml").unlink()
+    git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},data/practices/SOTA-779{'y' * 291}.yaml")
+    git(repo, "rm", "-q", "--cached", f"data/practices/{long_name}")
+    git(repo, "commit", "-q", "-m", "a long, broken file")
+    broken = diff(runner, "HEAD~2", "HEAD")
+    assert broken.exit_code == 1
+    assert f"data/practices/SOTA-779{'y' * 291}.yaml:3:" in broken.output
+    assert "sotakg-revision" not in broken.output and "File name too long" not in broken.output
+
+
+def test_links_start_at_the_repository_top_whatever_the_working_directory(runner, tmp_path: Path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    # The data folder is the repository's top, reached from its parent by a name with a space.
+    top = tmp_path / "r7 sp"
+    top.mkdir()
+    git(top, "init", "-q", "-b", "main")
+    shutil.copytree(SHIPPED_DATA, top, dirs_exist_ok=True)
+    commit(top, "the anthology at the top")
+    set_fields(top / "practices" / "SOTA-047.yaml", status="Rejected", reason="folded into SOTA-048")
+    commit(top, "reject SOTA-047")
+    set_fields(top / "practices" / "SOTA-048.yaml", version="2")
+    monkeypatch.chdir(tmp_path)
+    wanted = {
+        "| [SOTA-047](https://x/practices/SOTA-047.yaml) | status | "
+        "status Active -> Rejected; reason: folded into SOTA-048 |",
+        "| [SOTA-048](https://x/practices/SOTA-048.yaml) | version | new version: v1 -> v2 |",
+    }
+    for data in ("r7 sp", str(top)):
+        result = runner.invoke(
+            cli, ["--data", data, "diff", "HEAD~1", "--format", "markdown", "--link-base", "https://x/"]
+        )
+        assert result.exit_code == 0, result.output
+        assert {line for line in result.output.splitlines() if line.startswith("| [")} == wanted
+    # The data folder below the top, named from outside the repository by an absolute path.
+    repo = new_repository(tmp_path / "repo")
+    set_fields(repo / "data" / "practices" / "SOTA-048.yaml", version="2")
+    result = runner.invoke(
+        cli, ["--data", str(repo / "data"), "diff", "HEAD", "--format", "markdown", "--link-base", "https://x/"]
+    )
+    assert result.output.splitlines()[-1] == (
+        "| [SOTA-048](https://x/data/practices/SOTA-048.yaml) | version | new version: v1 -> v2 |"
+    )
 
 
 def test_record_changes_match_records_by_identifier_not_file() -> None:

@@ -26,6 +26,7 @@ from sotakg.resources import ontology_path
 from sotakg.rules.report import FORMATS, github_command, render
 from sotakg.rules.validate import (
     DATA_READABLE,
+    DEFAULT_ENGINE,
     ENGINES,
     Finding,
     field_of_path,
@@ -1045,6 +1046,94 @@ def test_baseline_refusals_exit_2(runner, anthology_repo: Path) -> None:
     remote = runner.invoke(cli, ["validate", "--baseline", "main", "--endpoint", "http://127.0.0.1:9/query"])
     assert remote.exit_code == 2
     assert "cannot be used with --endpoint" in remote.output
+
+
+def test_baseline_folder_named_like_base_is_never_the_baseline(runner, anthology_repo: Path) -> None:
+    # The workflow's base SHA is predictable: a pull request committing data under that name (or
+    # origin/main) must not stand in for the base and hide its new findings.
+    from .gitrepo import commit, git
+
+    base = git(anthology_repo, "rev-parse", "HEAD").strip()
+    (anthology_repo / "data/practices/SOTA-999.yaml").write_text(
+        "id: SOTA-999\nversion: 1\ntitle: Bogus\nstatus: Bogus\ncites: [LIT-999]\ntopic: distributed-optimization\n",
+        encoding="utf-8",
+    )
+    for decoy in (base, "origin/main"):
+        shutil.copytree(anthology_repo / "data", anthology_repo / decoy)
+    commit(anthology_repo, "SOTA-999, and data where the baseline would be looked for")
+    git(anthology_repo, "update-ref", "refs/remotes/origin/main", base)
+    new = [
+        ("practice-status", "SOTA-999", "new"),
+        ("cites-resolve", "SOTA-999", "new"),
+        ("practice-summary", "SOTA-999", "new"),
+        ("topic-declared-size", "distributed-optimization", "new"),
+    ]
+    for revision in (base, "origin/main"):
+        result = runner.invoke(cli, ["validate", "--baseline", revision, "--format", "json"])
+        assert result.exit_code == 1
+        document = json.loads(result.stdout)
+        assert document["states"] == {"new": 4, "unchanged": 8, "absent": 0}
+        assert sorted(row for row in states(document) if row[2] == "new") == sorted(new)
+    github = runner.invoke(cli, ["validate", "--baseline", base, "--format", "github"])
+    assert github.exit_code == 1
+    assert len([line for line in github.stdout.splitlines() if line.startswith("::")]) == 4
+    # The folder is the baseline only when asked for as a path.
+    explicit = runner.invoke(cli, ["validate", "--baseline", f"./{base}", "--format", "json"])
+    assert (explicit.exit_code, json.loads(explicit.stdout)["states"]) == (0, {"new": 0, "unchanged": 12, "absent": 0})
+    empty = runner.invoke(cli, ["validate", "--baseline", ""])
+    assert empty.exit_code == 2
+    assert "'' is not a git revision" in empty.output
+
+
+def test_baseline_cache_never_writes_through_a_link(runner, anthology_repo: Path, tmp_path: Path) -> None:
+    from sotakg.rules.baseline import _cache_key, baseline_findings
+
+    from .gitrepo import commit, git
+
+    tree = git(anthology_repo, "rev-parse", "main:data").strip()
+    key = _cache_key(tree, DEFAULT_ENGINE, shapes_paths())
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n", encoding="utf-8")
+    cache_folder = anthology_repo / ".sotakg" / "baselines"
+    cache_folder.mkdir(parents=True)
+    os.symlink(victim, cache_folder / f"{key}.json")
+    git(anthology_repo, "add", "-f", ".sotakg/baselines")
+    commit(anthology_repo, "a cache file that is a link out of the checkout")
+    code, document = baseline_json(runner)
+    assert (code, document["states"]) == (0, {"new": 0, "unchanged": 8, "absent": 0})
+    assert victim.read_text(encoding="utf-8") == "precious\n"
+    # The link was replaced by sotakg's own file, never written through.
+    cache = cache_folder / f"{key}.json"
+    assert not cache.is_symlink() and json.loads(cache.read_text(encoding="utf-8"))["tree"] == tree
+
+    # A cache folder that is a link, or a store folder that is one, gets no cache at all.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.rmtree(cache_folder)
+    os.symlink(outside, cache_folder)
+    assert baseline_json(runner)[0] == 0
+    store_folder = tmp_path / "store-folder"
+    os.symlink(outside, store_folder)
+    label, findings = baseline_findings(
+        anthology_repo / "data", store_folder / "store", "main", DEFAULT_ENGINE, shapes_paths()
+    )
+    assert (label.split(" ")[0], len(findings)) == ("main", 8)
+    assert list(outside.iterdir()) == []
+
+
+def test_baseline_against_an_unreadable_head_calls_nothing_fixed(runner, anthology_repo: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SOTAKG_MAX_FILE_BYTES", "1000")
+    (anthology_repo / "data/papers/LIT-950.yaml").write_text(
+        "id: LIT-950\ntitle: Long\nyear: 2024\n" + "# padding\n" * 200, encoding="utf-8"
+    )
+    code, document = baseline_json(runner)
+    assert code == 1
+    # HEAD could not be read, so nothing is known of BASE's findings: none is reported fixed.
+    assert states(document) == [("data-readable", "LIT-950", "new")]
+    assert document["states"] == {"new": 1, "unchanged": 0, "absent": 0}
+    sarif = json.loads(runner.invoke(cli, ["validate", "--baseline", "main", "--format", "sarif"]).stdout)
+    results = sarif["runs"][0]["results"]
+    assert [(r["ruleId"], r["baselineState"]) for r in results] == [("data-readable", "new")]
 
 
 def test_mark_findings_counts_duplicates_and_ignores_lines() -> None:

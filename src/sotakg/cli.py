@@ -621,8 +621,8 @@ from .rules.validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the e
     "--baseline",
     metavar="BASE",
     default=None,
-    help="Mark findings new, unchanged or absent against BASE (a git revision or a data folder); "
-    "only new findings fail.",
+    help="Mark findings new, unchanged or absent against BASE (a git revision, or a data folder "
+    "written as a path: ./DIR or /DIR); only new findings fail.",
 )
 @endpoint_options
 @output_option
@@ -709,8 +709,9 @@ def diff_command(
     """Say what a change does to the anthology: records added, removed and changed.
 
     BASE and HEAD are git revisions of the repository holding --data (HEAD
-    defaults to the working tree), or two data folders. A revision is read
-    with git itself, never checked out. Reports practices added and removed,
+    defaults to the working tree), or data folders written as paths (./DIR,
+    ../DIR or /DIR; a folder is never taken for a revision of its name). A
+    revision is read with git itself, never checked out. Reports practices added and removed,
     status changes with the new reason, new versions, changed titles,
     summaries, reasons and citations, papers, ADR status and supersession,
     and topics. Exit 0 whatever changed; 1 when a side's records cannot be
@@ -995,7 +996,7 @@ def serve_command(
     "--since",
     metavar="BASE",
     default=None,
-    help="Send only the change since BASE (a git revision or data folder) as one SPARQL Update, "
+    help="Send only the change since BASE (a git revision, or a data folder as ./DIR) as one SPARQL Update, "
     "if the server holds BASE's graph; else publish it all.",
 )
 @click.option(

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+#: What must not reach a terminal or a rendered page as it is: C0 controls, DEL and C1 controls,
+#: bidirectional marks, overrides and isolates, line and paragraph separators, lone surrogates
+#: (undecodable bytes of a file name).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character shown as a visible escape (``\\x1b``, ``\\u202e``)."""
+
+    def escape(match: re.Match[str]) -> str:
+        code = ord(match[0])
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _UNPRINTABLE.sub(escape, text)
 
 
 class SotakgError(Exception):
@@ -25,9 +41,10 @@ class Problem:
     rule: str | None = None
 
     def __str__(self) -> str:
-        where = self.file if self.line is None else f"{self.file}:{self.line}"
-        who = f" ({self.record})" if self.record else ""
-        return f"{where}: {self.message}{who}"
+        # A file name or a value may hold any character: none reaches a terminal or a CI log as it is.
+        where = printable(self.file) if self.line is None else f"{printable(self.file)}:{self.line}"
+        who = f" ({printable(self.record)})" if self.record else ""
+        return f"{where}: {printable(self.message)}{who}"
 
 
 class DataError(SotakgError):

@@ -1,19 +1,24 @@
 """The data folder as a git revision holds it, read with git's plumbing (never a checkout).
 
-``sotakg diff`` and ``validate --baseline`` compare two sides of a change. A side is the working
-tree's data folder, another data folder, or a revision of the repository that holds the data folder.
+``sotakg diff``, ``validate --baseline`` and ``publish --since`` compare two sides of a change. A
+side is the working tree's data folder, a revision of the repository that holds the data folder, or
+another data folder. What BASE names follows one rule (``side_source``), shared by the three: a
+folder only when it is spelled as a path (``./old``, ``../x``, ``/abs/old``), anything else a git
+revision, never a folder that happens to carry its name. A pull request controls the checkout and
+can commit a folder named ``origin/main`` or like the base commit's id; that folder must not stand
+in for the base.
 A revision's files are listed with ``git ls-tree`` and read with ``git cat-file --batch``: the
 user's work tree, index and branches are never touched, and nothing in the repository's attributes
 (``export-subst``, filters) can rewrite a record on the way, as it could with ``git archive``.
 Only regular blobs within the size limit are taken; a symbolic link where a record should be is a
-problem of that file, named like any other, and is never followed.
+problem of that file, named like any other, and is never followed. The files are parsed from
+memory, never written out, so no name a revision holds (too long, odd bytes) reaches the disk.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -43,11 +48,36 @@ class DataSide:
     root: str = ""
     tree: str | None = None
     commit: str | None = None
+    #: The data folder's path in its git repository (``data``; empty at the top), None when it is
+    #: in none: what links to record files start with, whatever the working directory.
+    link_root: str | None = None
 
     def relative_file(self, shown: str) -> str:
         """A record's file relative to the side's data folder (``practices/SOTA-047.yaml``)."""
         prefix = f"{self.root}/" if self.root and self.root != "." else ""
         return shown[len(prefix) :] if prefix and shown.startswith(prefix) else shown
+
+    def link_path(self, shown: str) -> str:
+        """A record's file as a link names it: from the top of its repository
+        (``data/practices/SOTA-047.yaml``), or from the data folder when it is in no repository."""
+        relative = self.relative_file(shown)
+        return f"{self.link_root}/{relative}" if self.link_root else relative
+
+
+@dataclass(frozen=True)
+class Revision:
+    """A git revision of the repository holding a data folder, resolved: its commit, and the tree of
+    the data folder (``prefix`` in the repository) at that commit."""
+
+    name: str
+    repo: Path
+    prefix: str
+    commit: str
+    tree: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.commit[:12]})"
 
 
 def run_git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -83,10 +113,18 @@ def repository_of(data_dir: Path) -> tuple[Path, str]:
     return Path(top), prefix.strip("/")
 
 
+def check_revision_name(revision: str) -> None:
+    """RevisionError unless ``revision`` can be a revision name (not empty, no option, one line)."""
+    if not revision.strip() or revision.startswith("-") or "\n" in revision or "\0" in revision:
+        raise RevisionError(
+            f"{revision!r} is not a git revision; give a branch, tag or commit such as origin/main "
+            f"(or a data folder as a path, such as ./old-data)"
+        )
+
+
 def resolve_commit(repo: Path, revision: str) -> str:
     """The commit id ``revision`` names in ``repo``; RevisionError when it names none."""
-    if not revision or revision.startswith("-") or "\n" in revision or "\0" in revision:
-        raise RevisionError(f"{revision!r} is not a git revision; give a branch, tag or commit such as origin/main")
+    check_revision_name(revision)
     answer = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}")
     if answer.returncode != 0:
         raise RevisionError(
@@ -159,42 +197,80 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[dict[str,
     return contents, problems
 
 
-def load_revision(data_dir: Path, revision: str) -> DataSide:
-    """The records of ``data_dir`` as git ``revision`` holds them.
-
-    The files are written into a private temporary folder only for the reader's sake, and shown by
-    their paths in the repository (``data/practices/SOTA-047.yaml``). Raises RevisionError (no
-    repository, no such revision, no data folder then) or DataError (records that cannot be read)."""
+def find_revision(data_dir: Path, name: str) -> Revision:
+    """``name`` resolved in the repository holding ``data_dir``. RevisionError when it is no
+    revision there; a folder of that name is never used instead, and the message says how to ask
+    for one."""
     repo, prefix = repository_of(data_dir)
-    commit = resolve_commit(repo, revision)
-    tree = data_tree(repo, commit, prefix, revision)
-    contents, problems = read_tree_files(repo, tree, prefix)
-    with tempfile.TemporaryDirectory(prefix="sotakg-revision-") as folder:
-        root = Path(folder)
-        sources = []
-        for relative, data in sorted(contents.items()):
-            target = root.joinpath(*PurePosixPath(relative).parts)
-            if not target.resolve().is_relative_to(root.resolve()):
-                continue  # git never lists such a path; refuse it all the same
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            shown = f"{prefix}/{relative}" if prefix else relative
-            sources.append(SourceFile(str(target), relative, shown, _kind_of(PurePosixPath(relative)), len(data), 0))
-        try:
-            anthology = load_anthology(root, sources, contents)
-        except DataError as error:
-            raise DataError(problems + error.problems) from None
+    try:
+        commit = resolve_commit(repo, name)
+    except RevisionError as error:
+        if Path(name).is_dir():
+            raise RevisionError(
+                f"{error}; a folder named {name!r} is not taken for a revision: to compare with that "
+                f"data folder, write it as a path (./{name})"
+            ) from None
+        raise
+    return Revision(name, repo, prefix, commit, data_tree(repo, commit, prefix, name))
+
+
+def read_revision(revision: Revision) -> DataSide:
+    """The records of the data folder as ``revision`` holds them, shown by their paths in the
+    repository (``data/practices/SOTA-047.yaml``). Raises DataError (records that cannot be read)."""
+    prefix = revision.prefix
+    contents, problems = read_tree_files(revision.repo, revision.tree, prefix)
+    sources = []
+    for relative, data in sorted(contents.items()):
+        shown = f"{prefix}/{relative}" if prefix else relative
+        # The reader takes the bytes from ``contents``; the path only gives the file's stem.
+        sources.append(SourceFile(shown, relative, shown, _kind_of(PurePosixPath(relative)), len(data), 0))
+    try:
+        anthology = load_anthology(revision.repo, sources, contents)
+    except DataError as error:
+        raise DataError(problems + error.problems) from None
     if problems:
         raise DataError(problems)
-    return DataSide(f"{revision} ({commit[:12]})", anthology, prefix, tree, commit)
+    return DataSide(revision.label, anthology, prefix, revision.tree, revision.commit, prefix)
+
+
+def load_revision(data_dir: Path, revision: str) -> DataSide:
+    """The records of ``data_dir`` as git ``revision`` holds them. Raises RevisionError (no
+    repository, no such revision, no data folder then) or DataError (records that cannot be read)."""
+    return read_revision(find_revision(data_dir, revision))
+
+
+def is_folder_spelling(spec: str) -> bool:
+    """Whether BASE is written as a path (``.``, ``./old``, ``../old``, ``/abs/old``): the one way to
+    name a data folder instead of a revision. No git revision is spelled so."""
+    return spec in (".", "..") or spec.startswith(("./", "../", "/"))
+
+
+def side_source(spec: str) -> Path | str:
+    """What BASE (or HEAD) names: a data folder (a Path) when it is spelled as a path, else a git
+    revision name (checked for form, resolved later). RevisionError for what can be neither
+    (empty, an option, several lines)."""
+    if is_folder_spelling(spec):
+        return Path(spec)
+    check_revision_name(spec)
+    return spec
+
+
+def folder_side(folder: Path, label: str) -> DataSide:
+    """The records of a data folder on disk. Raises DataError, or DataFolderMissing (a UsageProblem)."""
+    anthology = load_anthology(folder)
+    try:
+        link_root: str | None = repository_of(folder)[1]
+    except RevisionError:
+        link_root = None  # a folder in no repository: links start at the data folder
+    return DataSide(label, anthology, display_path(folder), link_root=link_root)
 
 
 def load_side(data_dir: Path, spec: str | None) -> DataSide:
     """One side of a comparison: the working tree's ``data_dir`` (``spec`` None), another data folder
-    (``spec`` names an existing folder), or ``data_dir`` at the git revision ``spec``."""
+    (``spec`` spelled as a path, see ``side_source``), or ``data_dir`` at the git revision ``spec``."""
     if spec is None:
-        return DataSide(f"working tree ({display_path(data_dir)})", load_anthology(data_dir), display_path(data_dir))
-    folder = Path(spec)
-    if folder.is_dir():
-        return DataSide(display_path(folder), load_anthology(folder), display_path(folder))
-    return load_revision(data_dir, spec)
+        return folder_side(data_dir, f"working tree ({display_path(data_dir)})")
+    source = side_source(spec)
+    if isinstance(source, Path):
+        return folder_side(source, display_path(source))
+    return load_revision(data_dir, source)

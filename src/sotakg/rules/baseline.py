@@ -1,17 +1,23 @@
 """``validate --baseline BASE``: findings marked ``new``, ``unchanged`` or ``absent`` against BASE.
 
-HEAD (the data folder) and BASE (a git revision of the repository holding it, or another data folder)
-are both validated with the same rules and engine, and their findings matched by what they are
-about, never by where they stand: rule, record (or focus node), field and offending value, and the
-message with line numbers taken out. Lines move when a file is edited above a finding; a matched
-finding is the same finding. Matching counts duplicates, so a second finding of the same kind on
-the same record is new. As SARIF's ``baselineState`` says: ``new`` (only in HEAD), ``unchanged``
-(in both), ``absent`` (only in BASE: fixed by the change).
+HEAD (the data folder) and BASE (a git revision of the repository holding it, or another data folder
+spelled as a path: ``records.revisions.side_source``) are both validated with the same rules and
+engine, and their findings matched by what they are about, never by where they stand: rule, record
+(or focus node), field and offending value, and the message with line numbers taken out. Lines move
+when a file is edited above a finding; a matched finding is the same finding. Matching counts
+duplicates, so a second finding of the same kind on the same record is new. As SARIF's
+``baselineState`` says: ``new`` (only in HEAD), ``unchanged`` (in both), ``absent`` (only in BASE:
+fixed by the change). When HEAD's records cannot be read, its only findings are the unreadable
+files: nothing is known of BASE's other findings, so none is called fixed (they are left out rather
+than closed by code scanning).
 
 BASE's findings are cached by the git tree of its data folder (with the engine, the shapes and
 sotakg's version), beside the store in ``baselines/``. A pull request controls the checkout, so a
 cache file git tracks (one committed with the change) is never read: it could claim any finding
-was already there. Nor is a cache folder that is a symbolic link used.
+was already there. Nor does any read or write follow a link: the store's folder (``.sotakg``) and
+``baselines/`` are opened without following links (a link there means no cache), the cache file is
+read only when it is a regular file, and written to a new temporary name (``O_EXCL|O_NOFOLLOW``)
+renamed over it, which replaces a link rather than writing through it.
 """
 
 from __future__ import annotations
@@ -20,7 +26,10 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import re
+import secrets
+import stat
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,9 +37,9 @@ from typing import Any
 
 from .. import __version__
 from ..errors import DataError, UsageProblem
-from ..records.revisions import data_tree, load_revision, repository_of, resolve_commit, run_git
+from ..records.revisions import find_revision, read_revision, run_git, side_source
 from ..records.schema import Anthology, load_anthology
-from ..records.sources import atomic_write_text, display_path
+from ..records.sources import display_path
 from .validate import (
     DEFAULT_ENGINE,
     Finding,
@@ -44,6 +53,10 @@ from .validate import (
 
 CACHE_FOLDER = "baselines"
 CACHE_FORMAT = 1
+#: A cache file larger than this is not ours (the shipped data's findings take a few kB).
+CACHE_MAX_BYTES = 64 * 1024 * 1024
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _LINE_NUMBER = re.compile(r"(?<=line )\d+|(?<=:)\d+")
 
 
@@ -71,7 +84,8 @@ def mark_findings(report: ValidationReport, base_findings: Sequence[Finding], la
         marked.append(dataclasses.replace(finding, state=state))
     in_head = Counter(finding_key(f) for f in report.findings)
     absent = []
-    for finding in base_findings:
+    # An unreadable HEAD has no findings but the unreadable files: nothing BASE had is known fixed.
+    for finding in base_findings if report.readable else ():
         key = finding_key(finding)
         if in_head[key] > 0:
             in_head[key] -= 1
@@ -109,11 +123,31 @@ def _cache_key(tree: str, engine: str, shapes: Sequence[Path]) -> str:
     return digest.hexdigest()
 
 
-def _cache_file(store_path: Path, key: str) -> Path | None:
-    folder = store_path.parent / CACHE_FOLDER
-    if folder.is_symlink() or store_path.parent.is_symlink() or (folder.exists() and not folder.is_dir()):
+def _open_cache_folder(store_path: Path, create: bool) -> int | None:
+    """A descriptor of the cache folder (``baselines/`` beside the store), reached without following
+    a link in the folders sotakg makes: the store's folder and ``baselines/``. The folder above them
+    is the user's (the working directory, or where --store points) and is opened as it is. None
+    when there is no usable cache folder."""
+    folder = store_path.parent
+    names = [CACHE_FOLDER]
+    if folder.name not in ("", ".", ".."):
+        folder, names = folder.parent, [folder.name, CACHE_FOLDER]
+    try:
+        descriptor = os.open(folder, _DIRECTORY_FLAGS)
+    except OSError:
         return None
-    return folder / f"{key}.json"
+    for name in names:
+        try:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=descriptor)
+            inner = os.open(name, _DIRECTORY_FLAGS | _NOFOLLOW, dir_fd=descriptor)
+        except OSError:
+            return None  # a link, a file, or no folder: no cache
+        finally:
+            os.close(descriptor)
+        descriptor = inner
+    return descriptor
 
 
 def _tracked(repo: Path, path: Path) -> bool:
@@ -121,50 +155,77 @@ def _tracked(repo: Path, path: Path) -> bool:
     return answer.returncode == 0 and bool(answer.stdout.strip())
 
 
-def _read_cache(path: Path, repo: Path, tree: str) -> list[Finding] | None:
-    if path.is_symlink() or not path.is_file() or _tracked(repo, path):
+def _read_cache(store_path: Path, key: str, repo: Path, tree: str) -> list[Finding] | None:
+    folder = _open_cache_folder(store_path, create=False)
+    if folder is None:
         return None
+    name = f"{key}.json"
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        if _tracked(repo, store_path.parent / CACHE_FOLDER / name):
+            return None
+        handle = os.open(name, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=folder)
+        with os.fdopen(handle, "rb") as cache:
+            status = os.fstat(cache.fileno())
+            if not stat.S_ISREG(status.st_mode) or status.st_size > CACHE_MAX_BYTES:
+                return None
+            document = json.loads(cache.read(CACHE_MAX_BYTES + 1).decode("utf-8"))
         if document.get("tree") != tree:
             return None
         return [Finding(**item) for item in document["findings"]]
-    except (OSError, ValueError, TypeError, KeyError):
-        return None  # a damaged cache is recomputed, never trusted
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None  # a missing or damaged cache is recomputed, never trusted
+    finally:
+        os.close(folder)
 
 
-def _write_cache(path: Path, tree: str, findings: Sequence[Finding]) -> None:
+def _write_cache(store_path: Path, key: str, tree: str, findings: Sequence[Finding]) -> None:
+    """Write the cache file as a new file renamed into place; a cache that cannot be written
+    only costs time."""
     document = {"tree": tree, "findings": [dataclasses.asdict(f) for f in findings]}
-    with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
-        atomic_write_text(path, json.dumps(document, ensure_ascii=False) + "\n")
+    data = (json.dumps(document, ensure_ascii=False) + "\n").encode("utf-8")
+    folder = _open_cache_folder(store_path, create=True)
+    if folder is None:
+        return
+    temporary = f".{key}.{secrets.token_hex(8)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        handle = os.open(temporary, flags, 0o644, dir_fd=folder)
+        try:
+            with os.fdopen(handle, "wb") as cache:
+                cache.write(data)
+            os.replace(temporary, f"{key}.json", src_dir_fd=folder, dst_dir_fd=folder)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=folder)
+    except OSError:
+        pass
+    finally:
+        os.close(folder)
 
 
 def baseline_findings(
     data_dir: Path, store_path: Path, baseline: str, engine: str, shapes: Sequence[Path]
 ) -> tuple[str, list[Finding]]:
-    """A label for ``baseline`` and its findings: a data folder's, or those of ``data_dir`` at the
-    git revision ``baseline`` (cached by the data folder's tree). Unreadable files are findings."""
-    folder = Path(baseline)
-    if folder.is_dir():
+    """A label for ``baseline`` and its findings: those of ``data_dir`` at the git revision
+    ``baseline`` (cached by the data folder's tree), or a data folder's when ``baseline`` is spelled
+    as a path (``side_source``: the rule diff and publish --since share). Unreadable files are findings."""
+    source = side_source(baseline)
+    if isinstance(source, Path):
         try:
-            return display_path(folder), anthology_findings(load_anthology(folder), engine, shapes)
+            return display_path(source), anthology_findings(load_anthology(source), engine, shapes)
         except DataError as error:
-            return display_path(folder), findings_from_problems(error.problems)
-    repo, prefix = repository_of(data_dir)
-    commit = resolve_commit(repo, baseline)
-    tree = data_tree(repo, commit, prefix, baseline)
-    label = f"{baseline} ({commit[:12]})"
-    cache = _cache_file(store_path, _cache_key(tree, engine, shapes))
-    cached = _read_cache(cache, repo, tree) if cache is not None else None
+            return display_path(source), findings_from_problems(error.problems)
+    revision = find_revision(data_dir, source)
+    key = _cache_key(revision.tree, engine, shapes)
+    cached = _read_cache(store_path, key, revision.repo, revision.tree)
     if cached is not None:
-        return label, cached
+        return revision.label, cached
     try:
-        findings = anthology_findings(load_revision(data_dir, commit).anthology, engine, shapes)
+        findings = anthology_findings(read_revision(revision).anthology, engine, shapes)
     except DataError as error:
         findings = findings_from_problems(error.problems)
-    if cache is not None:
-        _write_cache(cache, tree, findings)
-    return label, findings
+    _write_cache(store_path, key, revision.tree, findings)
+    return revision.label, findings
 
 
 def validate_against(

@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import __version__
+from ..errors import printable
 from .validate import Finding, Rule, ValidationReport
 
 FORMATS = ("text", "json", "junit", "sarif", "github")
@@ -33,7 +34,8 @@ def render(report: ValidationReport, format_name: str, strict: bool = False) -> 
 def finding_line(finding: Finding) -> str:
     """``data/practices/SOTA-049.yaml:3: [rule-id] severity: message (SOTA-049)``."""
     who = f" ({finding.record})" if finding.record else ""
-    return f"{finding.location()}: [{finding.rule_id}] {finding.severity}: {finding.message}{who}"
+    # A file name or a quoted value may hold any character: none reaches a terminal as it is.
+    return printable(f"{finding.location()}: [{finding.rule_id}] {finding.severity}: {finding.message}{who}")
 
 
 #: The groups of a report against a baseline, in the order the text shows them.

@@ -6,15 +6,25 @@ that differs is one change; a practice's status change carries its new reason (a
 reason names) instead of listing them apart. The formats are text for people, Markdown for a
 pull-request comment or ``$GITHUB_STEP_SUMMARY``, JSON for scripts, and ``sparql-update``, the
 ``DELETE DATA``/``INSERT DATA`` that turns BASE's graph into HEAD's (``graph.delta``).
+
+Every value in a report comes from the records or their file names, which a pull request controls.
+Text and Markdown show control characters (C0, DEL, C1, bidirectional overrides, line separators)
+as visible escapes (``\x1b``), so none reaches a terminal; Markdown escapes every character with
+inline meaning in CommonMark and GitHub's dialect (links, images, code, emphasis, HTML, entities,
+table pipes, math), and percent-encodes link targets, so no value renders as anything but text.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import printable
 from ..graph.delta import TripleDelta, sparql_update, triple_delta
 from ..query.remote import check_graph_iri
 from ..records.revisions import DataSide
@@ -44,6 +54,9 @@ class Change:
     #: For a status change: the new reason and the records it names.
     reason: str | None = None
     reason_names: tuple[str, ...] = ()
+    #: HEAD's file of the record as links name it (from the top of its repository); None when
+    #: HEAD has no file to link to (a removed record).
+    link: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -102,7 +115,12 @@ class AnthologyDiff:
 
 def compute_diff(base: DataSide, head: DataSide) -> AnthologyDiff:
     """The changes that turn ``base``'s records into ``head``'s."""
-    changes = record_changes(base.anthology, head.anthology, base.relative_file, head.relative_file)
+    changes = [
+        change
+        if change.file is None or change.change == "removed"
+        else dataclasses.replace(change, link=head.link_path(change.file))
+        for change in record_changes(base.anthology, head.anthology, base.relative_file, head.relative_file)
+    ]
     return AnthologyDiff(base.label, head.label, changes, triple_delta(base.anthology, head.anthology))
 
 
@@ -231,35 +249,66 @@ def _by_kind(diff: AnthologyDiff) -> list[tuple[str, list[Change]]]:
     return [(kind, groups[kind]) for kind in KIND_ORDER if kind in groups]
 
 
+#: Characters with inline meaning in CommonMark or GitHub Flavored Markdown, backslash-escaped:
+#: escapes, code, emphasis, strikethrough, links and images, table pipes, math. (Block syntax needs
+#: a line start, and every line a value lands on begins with sotakg's own text.)
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_~\[\]()!|$])")
+#: HTML tags, autolinks (``<...>``) and character references, written as entities.
+_HTML = {"&": "&amp;", "<": "&lt;"}
+
+
 def render_text(diff: AnthologyDiff, link_base: str | None = None) -> str:
-    """A heading line, then the changes by kind, one a line."""
-    lines = [f"{diff.base} -> {diff.head}: {diff.summary()}"]
+    """A heading line, then the changes by kind, one a line (control characters escaped)."""
+    lines = [f"{printable(diff.base)} -> {printable(diff.head)}: {printable(diff.summary())}"]
     for kind, changes in _by_kind(diff):
         lines += ["", KIND_TITLE[kind]]
-        width = max(len(change.record) for change in changes)
-        lines += [f"  {change.record:<{width}}  {describe(change)}" for change in changes]
+        rows = [(printable(change.record), printable(describe(change))) for change in changes]
+        width = max(len(record) for record, _ in rows)
+        lines += [f"  {record:<{width}}  {what}" for record, what in rows]
     return "\n".join(lines) + "\n"
 
 
-def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+def markdown_text(text: str) -> str:
+    """``text`` as Markdown that renders as exactly that text, on one line, in a table cell or not."""
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", printable(text))
+    return "".join(_HTML.get(character, character) for character in text)
+
+
+def markdown_code(text: str) -> str:
+    """``text`` as a Markdown code span: fenced by more backticks than it holds in a row."""
+    text = printable(text)
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    padding = " " if text.startswith("`") or text.endswith("`") or text.startswith(" ") else ""
+    return f"{fence}{padding}{text}{padding}{fence}"
+
+
+def link_target(link_base: str | None, path: str) -> str:
+    """A link to ``path`` under ``link_base``, percent-encoded so that no character of either can end
+    the link or change what it points at (``path`` is taken as path segments only; ``&`` is encoded
+    too, since Markdown decodes character references in a link target)."""
+    base = urllib.parse.quote(link_base or "", safe=":/?#@!$'*+,;=%~", errors="surrogateescape")
+    return base + urllib.parse.quote(path, safe="/", errors="surrogateescape")
 
 
 def _link(change: Change, link_base: str | None) -> str:
-    name = _cell(change.record)
-    if change.file is None or change.change == "removed":
+    name = markdown_text(change.record)
+    if change.link is None:
         return name
-    target = (link_base or "") + change.file
-    return f"[{name}]({target.replace(' ', '%20').replace(')', '%29')})"
+    return f"[{name}]({link_target(link_base, change.link)})"
 
 
 def render_markdown(diff: AnthologyDiff, link_base: str | None = None) -> str:
     """A summary line, then one table per kind: record (linked to its file), change, before, after."""
-    lines = [f"**sotakg diff** `{_cell(diff.base)}` → `{_cell(diff.head)}`: {_cell(diff.summary())}"]
+    lines = [
+        # The summary holds only counts and kind names (no value of a record).
+        f"**sotakg diff** {markdown_code(diff.base)} → {markdown_code(diff.head)}: {diff.summary()}"
+    ]
     for kind, changes in _by_kind(diff):
         lines += ["", f"### {KIND_TITLE[kind]}", "", "| Record | Change | What |", "|---|---|---|"]
         for change in changes:
-            lines.append(f"| {_link(change, link_base)} | {change.change} | {_cell(describe(change))} |")
+            lines.append(
+                f"| {_link(change, link_base)} | {markdown_text(change.change)} | {markdown_text(describe(change))} |"
+            )
     return "\n".join(lines) + "\n"
 
 
