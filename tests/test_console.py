@@ -136,7 +136,7 @@ def test_read_script():
         ("sota:Rej", ["sota:Rejected"]),
         ("sota:REJ", ["sota:Rejected", "sota:rejectionReason"]),  # no exact-case match: case ignored
         ("SOTA-04", ["SOTA-046", "SOTA-047", "SOTA-048", "SOTA-049"]),
-        ("?p cito:", ["cito:citesAsEvidence"]),
+        ("?p cito:", ["cito:cites"]),
         ("?p a id:ADR", ["id:ADR-020", "id:ADR-026", "id:ADR-059"]),
         ("sel", ["select"]),
         ("SEL", ["SELECT"]),

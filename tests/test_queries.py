@@ -556,7 +556,7 @@ def test_a_graph_format_for_a_table_is_refused(runner, built_store):
 
 # ------------------------------------------------------------------------------------------ headers
 
-GOOD_BODY = "SELECT ?paper ?x WHERE { ?x <http://purl.org/spar/cito/citesAsEvidence> ?paper }\n"
+GOOD_BODY = "SELECT ?paper ?x WHERE { ?x <http://purl.org/spar/cito/cites> ?paper }\n"
 GOOD_PARAM = (
     "#+ params:\n#+   - name: paper\n#+     type: id\n#+     pattern: '^LIT-\\d{3,}$'\n#+     example: LIT-051\n"
 )
@@ -677,7 +677,7 @@ REFERENCE_FORMULATIONS = {
           OPTIONAL { ?paper sota:authors ?authors }
           OPTIONAL { ?paper sota:year ?year }
           OPTIONAL {
-            ?practice cito:citesAsEvidence ?paper .
+            ?practice cito:cites ?paper .
             OPTIONAL { ?practice sota:status sota:Active . BIND(?practice AS ?active) }
           }
         }
@@ -688,7 +688,7 @@ REFERENCE_FORMULATIONS = {
         PREFIX sota: <https://w3id.org/sotakg/ontology#>
         SELECT ?paper ?authors ?year ?arxiv ?url WHERE {
           ?paper a sota:Paper .
-          FILTER NOT EXISTS { ?practice cito:citesAsEvidence ?paper }
+          FILTER NOT EXISTS { ?practice cito:cites ?paper }
           OPTIONAL { ?paper sota:authors ?authors }
           OPTIONAL { ?paper sota:year ?year }
           OPTIONAL { ?paper sota:arxivId ?arxiv }
@@ -715,7 +715,7 @@ REFERENCE_FORMULATIONS = {
         SELECT ?practice ?paper ?authors ?title WHERE {
           {
             SELECT ?practice (SAMPLE(?cited) AS ?paper) WHERE {
-              ?practice a sota:Practice ; sota:status sota:Active ; cito:citesAsEvidence ?cited .
+              ?practice a sota:Practice ; sota:status sota:Active ; cito:cites ?cited .
             }
             GROUP BY ?practice
             HAVING (COUNT(DISTINCT ?cited) = 1)

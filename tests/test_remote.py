@@ -94,7 +94,7 @@ def test_ad_hoc_select_ask_and_construct_match(runner, built_store, endpoint):
     for form, query, fmt in [
         ("select", select, "tsv"),
         ("ask", "ASK { id:SOTA-049 sota:status sota:Rejected }", "json"),
-        ("construct", "CONSTRUCT { ?p sota:rests ?paper } WHERE { ?p cito:citesAsEvidence ?paper }", "ntriples"),
+        ("construct", "CONSTRUCT { ?p sota:rests ?paper } WHERE { ?p cito:cites ?paper }", "ntriples"),
         ("describe", "DESCRIBE id:LIT-051", "ntriples"),
     ]:
         local = invoke(runner, built_store, "sparql", query, "-f", fmt)

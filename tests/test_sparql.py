@@ -324,7 +324,7 @@ def test_select_ask_construct_describe(backend):
     assert run_query(backend, "ASK { id:SOTA-049 sota:status sota:Active }") == AskResult(False)
     graph = run_query(
         backend,
-        "CONSTRUCT { ?p sota:rests ?paper } WHERE { ?p cito:citesAsEvidence id:LIT-016 ; cito:citesAsEvidence ?paper }",
+        "CONSTRUCT { ?p sota:rests ?paper } WHERE { ?p cito:cites id:LIT-016 ; cito:cites ?paper }",
     )
     assert isinstance(graph, GraphResult)
     assert sorted(str(t.subject) for t in graph.triples) == [
@@ -407,7 +407,7 @@ def test_values_clause_escapes_what_it_binds(backend):
         clause == '\nVALUES (?text ?paper) { ("LIT-051\\" } ; DROP ALL ; #" <https://w3id.org/sotakg/id/LIT-051>) }\n'
     )
     text = (
-        "SELECT ?text ?paper ?p WHERE { ?p cito:citesAsEvidence ?paper ; dcterms:title ?t FILTER(CONTAINS(?t, ?text)) }"
+        "SELECT ?text ?paper ?p WHERE { ?p cito:cites ?paper ; dcterms:title ?t FILTER(CONTAINS(?t, ?text)) }"
     )
     result = run_query(backend, text + clause)
     assert isinstance(result, SelectResult)
@@ -434,7 +434,7 @@ print("HEAVY", heavy, "EXIT", code, file=sys.stderr)
     "args",
     [
         ["query", "practices-citing", "-p", "paper=LIT-051", "--format", "csv"],
-        ["sparql", "SELECT ?p WHERE { ?p cito:citesAsEvidence id:LIT-051 }", "--format", "tsv"],
+        ["sparql", "SELECT ?p WHERE { ?p cito:cites id:LIT-051 }", "--format", "tsv"],
     ],
 )
 def test_query_paths_do_not_import_rdflib_or_pyshacl_and_answer_quickly(built_store, args):

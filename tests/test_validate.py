@@ -467,7 +467,7 @@ def test_findings_name_the_value_and_the_fix(workdir: Path) -> None:
             "cites-resolve",
             "LIT-999 in `cites` is not a paper of data/papers/: fix the id or add the paper's record.",
             "LIT-999",
-            "http://purl.org/spar/cito/citesAsEvidence",
+            "http://purl.org/spar/cito/cites",
         ),
     ]
     assert [f.focus for f in new] == [

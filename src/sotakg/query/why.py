@@ -30,10 +30,10 @@ _CHAIN = "(dcterms:replaces|^dcterms:replaces|dcterms:isReplacedBy|^dcterms:isRe
 NEIGHBOURHOOD_QUERY = f"""
 SELECT ?record ?s ?p ?o WHERE {{
   {{
-    ?record (sota:reasonNames|cito:citesAsEvidence|sota:filedUnder|^dcterms:isVersionOf
-             |^cito:citesAsEvidence|^sota:reasonNames|^sota:governedBy|^dcterms:references)? ?s .
+    ?record (sota:reasonNames|cito:cites|sota:filedUnder|^dcterms:isVersionOf
+             |^cito:cites|^sota:reasonNames|^sota:governedBy|^dcterms:references)? ?s .
   }}
-  UNION {{ ?record ^cito:citesAsEvidence/sota:currentVersion ?s . }}
+  UNION {{ ?record ^cito:cites/sota:currentVersion ?s . }}
   UNION {{ ?record sota:filedUnder/skos:inScheme ?s . }}
   UNION {{ ?record {_CHAIN}* ?s . }}
   UNION {{ ?record sota:filedUnder/skos:inScheme/sota:governedBy/{_CHAIN}* ?s . }}
