@@ -43,7 +43,6 @@ from ..resources import ontology_path
 if TYPE_CHECKING:
     from pyoxigraph import Store
 
-DEFAULT_STORE = Path(".sotakg/store")
 MANIFEST = "build.json"
 DATABASE = "oxigraph"
 GENERATION_MARK = ".gen-"

@@ -44,7 +44,6 @@ RDF_TYPE = RDF + "type"
 RDF_FIRST = RDF + "first"
 RDF_REST = RDF + "rest"
 RDF_NIL = RDF + "nil"
-RDF_LANGSTRING = RDF + "langString"
 RDFS_CLASS = RDFS + "Class"
 RDFS_SUBCLASS_OF = RDFS + "subClassOf"
 
@@ -361,7 +360,6 @@ class _Compiler:
         self.graph = graph
         self.shapes: dict[Term, Shape] = {}
         self._components = self._custom_components()
-        self._custom_parameters = {path for c in self._components for path, _ in c.parameters}
 
     def _custom_components(self) -> list[_Component]:
         """The SPARQL-based constraint components declared in the shapes graph."""
