@@ -137,21 +137,31 @@ def _spelled(word: str) -> str:
 # the terminals are tried, so the first that matches is the token; whitespace and comments before a
 # token belong to its match. A ``<`` opens an IRI up to the next ``>`` here; where the engine compares
 # instead (inside an expression, after an operand) the scanner below takes it back (``_LT``).
-_STRING, _IRI, _VAR_, _LANG, _NUM, _BLANK, _PN, _BOOL = range(1, 9)
-_SELECT, _FILTER, _BIND, _VALUES, _UNION, _FORM, _WORD_ = range(9, 16)
-_LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _UNARY_, _PUNCT, _END, _LT = range(16, 26)
+_LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _UNARY_, _PLAIN_PUNCT = range(1, 9)
+_STRING, _IRI, _VAR_, _LANG, _NUM, _BLANK, _PN = range(9, 16)
+_BOOL, _SELECT, _FILTER, _BIND, _VALUES, _UNION, _FORM, _WORD_, _PUNCT, _END, _LT = range(16, 27)
+_KEYWORD_STARTS = "tTfFsSbBvVuUaAcCdD\u017f\ufb01"  # the first characters of the words just below
 _MASTER = re.compile(
     r"(?:[ \t\r\n]++|#[^\r\n]*+)*+(?:"
+    # Punctuation that nothing else starts with comes first: most tokens are found in a few steps.
+    + "|".join(f"({alternative})" for alternative in (r"\(", r"\)", r"\{", r"\}", r"\[", r"\]", r"[!+\-^]"))
+    + r"|([,;*=&|/]|\.(?![0-9]))|"
     + "|".join(
         f"({alternative})"
         for alternative in (
-            _STRINGS,
+            f"(?=['\"])(?:{_STRINGS})",  # the lookaheads skip a group of alternatives in one step
             r"<(?!<)[^>]*+>",
             _VAR,
             _LANGTAG,
-            _NUMBER,
+            f"(?=[0-9.])(?:{_NUMBER})",
             _BLANK_NODE,
             _PNAME,
+        )
+    )
+    + f"|(?=[{_KEYWORD_STARTS}])(?:"
+    + "|".join(
+        f"({alternative})"
+        for alternative in (
             f"(?:[tT][rR][uU][eE]|[fF][aA][lL][sS][eE])(?![{_U}0-9])",
             _spelled("SELECT"),
             _spelled("FILTER"),
@@ -159,23 +169,15 @@ _MASTER = re.compile(
             _spelled("VALUES"),
             _spelled("UNION"),
             "|".join(_spelled(form) for form in ("ASK", "CONSTRUCT", "DESCRIBE")),
-            _WORD,
-            r"\(",
-            r"\)",
-            r"\{",
-            r"\}",
-            r"\[",
-            r"\]",
-            r"[!+\-^]",
-            r"[\s\S]",
-            r"\Z",
         )
     )
+    + ")|"
+    + "|".join(f"({alternative})" for alternative in (_WORD, r"[\s\S]", r"\Z"))
     + ")"
 )
 assert _MASTER.groups == _END
-_KIND_NAMES = ("", "string", "iri", "var", "langtag", "number", "pname", "pname") + ("word",) * 8
-_KIND_NAMES += ("punct",) * 10
+_KIND_NAMES: tuple[str, ...] = ("",) + ("punct",) * 8 + ("string", "iri", "var", "langtag", "number", "pname")
+_KIND_NAMES += ("pname",) + ("word",) * 8 + ("punct",) * 3
 _WORD_CODES = frozenset(range(_BOOL, _WORD_ + 1))
 _TERM_CODES = (_VAR_, _IRI, _PN, _BLANK, _STRING, _NUM)
 #: Tokens after which a ``<`` inside an expression compares rather than opens an IRI.
@@ -449,7 +451,13 @@ def nesting_depth(text: str) -> tuple[int, int]:
 #: Words the engine would act on even glued to other letters: it matches keywords by prefix, with no
 #: word boundary (``trueSERVICE``, ``1SERVICE`` and ``SERVICE:x`` reach its SERVICE rule).
 _NETWORK_KEYWORDS = ("SERVICE", "FROM")
-_KEYWORD_IN_WORD = re.compile("|".join(sorted({*UPDATE_KEYWORDS, *_NETWORK_KEYWORDS}, key=len, reverse=True)), re.I)
+_KEYWORD_IN_WORD = re.compile(
+    # The lookahead (the keywords' first letters, as IGNORECASE matches them) skips most positions at once.
+    "(?=[idlcmasf\u0130\u0131\u017f])(?:"
+    + "|".join(sorted({*UPDATE_KEYWORDS, *_NETWORK_KEYWORDS}, key=len, reverse=True))
+    + ")",
+    re.I,
+)
 #: A network keyword in the prefix of a prefixed name, the names one per line.
 _NETWORK_IN_PREFIX = re.compile("^[^:\n]*?(" + "|".join(_NETWORK_KEYWORDS) + ")", re.I | re.M)
 

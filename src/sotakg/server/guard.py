@@ -17,8 +17,9 @@ on the address users see, forwards only what passes:
 * Anything else (``/update``, Graph Store ``PUT``/``POST``/``DELETE``, other methods) is answered 403
   and never forwarded.
 
-At most ``max_concurrent`` queries are forwarded at once; up to ``DEFAULT_WAITING`` more wait (at most
-``wait_seconds``) and the rest are answered 503 with Retry-After at once. With an ``engine``
+At most ``max_concurrent`` queries are forwarded at once; up to ``DEFAULT_WAITING`` more wait their turn
+in order of arrival (at most ``wait_seconds``, and only while the queue ahead drains within that at the
+recent pace) and the rest are answered 503 with Retry-After at once (``Turns``). With an ``engine``
 (``serve.Engine``), a query that passes its time gets 504 and the engine holding it is restarted (the
 server cannot cancel a running query); while it restarts, queries get 503 with Retry-After.
 
@@ -33,6 +34,7 @@ a line on standard error names the option. The service description leaves out
 
 from __future__ import annotations
 
+import collections
 import http.client
 import http.server
 import os
@@ -353,10 +355,11 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 RETRY_AFTER,
             )
             return
+        began = time.monotonic()
         try:
             self._forward(body if self.command == "POST" else None)
         finally:
-            self.server.turns.release()
+            self.server.turns.release(time.monotonic() - began)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _handle
 
@@ -580,30 +583,53 @@ def without_federation(body: bytes, content_type: str) -> bytes:
 
 
 class Turns:
-    """At most ``running`` holders at once, at most ``waiting`` more queued for a turn; the rest are
-    turned away at once (so overload is an answer, not a hang)."""
+    """At most ``running`` holders at once and at most ``waiting`` more queued for a turn, first come
+    first served; the rest are turned away at once, so overload is an answer, not a hang.
+
+    A newcomer is also turned away at once when the queue ahead of it would not drain within the
+    wait it is allowed (its place times the recent time per turn, shared by the running slots): a
+    client told "busy" after a wait it could never have survived waited for nothing. A queued one
+    waits at most ``seconds``; turns go to the longest waiting first (a plain semaphore wakes waiters
+    in no order, so under a steady load some starved past their wait while others had many turns)."""
 
     def __init__(self, running: int, waiting: int):
-        self._slots = threading.BoundedSemaphore(running)
+        self._running = running
+        self._free = running
         self._lock = threading.Lock()
-        self._waiting = 0
+        self._queue: collections.deque[threading.Lock] = collections.deque()
         self._max_waiting = waiting
+        self._seconds_per_turn = 0.0  # a moving average of how long a turn is held
 
     def acquire(self, seconds: float) -> bool:
-        if self._slots.acquire(blocking=False):
+        """Take a turn, waiting at most ``seconds``; False when none could be had."""
+        with self._lock:
+            if self._free > 0 and not self._queue:
+                self._free -= 1
+                return True
+            ahead = len(self._queue)
+            if ahead >= self._max_waiting or (ahead + 1) * self._seconds_per_turn > seconds * self._running:
+                return False
+            waiter = threading.Lock()
+            waiter.acquire()
+            self._queue.append(waiter)
+        if waiter.acquire(timeout=seconds):
             return True
         with self._lock:
-            if self._waiting >= self._max_waiting:
-                return False
-            self._waiting += 1
-        try:
-            return self._slots.acquire(timeout=seconds)
-        finally:
-            with self._lock:
-                self._waiting -= 1
+            try:
+                self._queue.remove(waiter)
+            except ValueError:
+                return True  # handed a turn just as the wait ran out: it is this one's
+        return False
 
-    def release(self) -> None:
-        self._slots.release()
+    def release(self, held: float | None = None) -> None:
+        """Give the turn back (``held``: for how many seconds it was held), to the first in line if any."""
+        with self._lock:
+            if held is not None:
+                self._seconds_per_turn += (held - self._seconds_per_turn) / 8
+            if self._queue:
+                self._queue.popleft().release()
+            else:
+                self._free += 1
 
 
 class GuardServer(http.server.ThreadingHTTPServer):
