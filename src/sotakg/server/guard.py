@@ -35,6 +35,7 @@ a line on standard error names the option. The service description leaves out
 from __future__ import annotations
 
 import collections
+import functools
 import http.client
 import http.server
 import os
@@ -178,6 +179,29 @@ def screen_request(
     GET and HEAD). Queries are looked for wherever the SPARQL 1.1 Protocol puts them: ``query``
     parameters of the URL, a form body, or an ``application/sparql-query`` body.
     """
+    if method in ("GET", "HEAD") and len(target) <= SCREENED_TARGETS_CHARS:
+        return _screen_target(target, max_depth)  # a pure function of the URL: remembered
+    return _screen(method, target, content_type, content_encoding, body, max_depth)
+
+
+#: Request targets up to this long have the verdict on them remembered, the last ``SCREENED_TARGETS``.
+SCREENED_TARGETS_CHARS = 8 * 1024
+SCREENED_TARGETS = 1024
+
+
+@functools.lru_cache(maxsize=SCREENED_TARGETS)
+def _screen_target(target: str, max_depth: int) -> Refusal | None:
+    return _screen("GET", target, None, None, b"", max_depth)
+
+
+def _screen(
+    method: str,
+    target: str,
+    content_type: str | None,
+    content_encoding: str | None,
+    body: bytes,
+    max_depth: int,
+) -> Refusal | None:
     parts = urllib.parse.urlsplit(target)
     found = _parameters(parts.query, "query string")
     if isinstance(found, Refusal):
