@@ -179,10 +179,11 @@ def main(argv: list[str] | None = None) -> None:
         source = Path(__file__).resolve().parent.parent / "src"
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
         # `sotakg serve` in a process of its own, as users run it: the load here does not share its GIL.
+        log = (Path(work) / "serve.log").open("w")
         served = subprocess.Popen(
             [sys.executable, "-m", "sotakg", "--data", str(data), "--store", str(store), "serve", "--port", str(port)],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=log,
             text=True,
             env=environment,
         )
@@ -196,6 +197,7 @@ def main(argv: list[str] | None = None) -> None:
             print("| clients | path | requests/s | p50 ms | p99 ms | errors | hangs |")
             print("|---|---|---|---|---|---|---|")
             for clients in CONCURRENCY:
+                direct_port = engine_port(served.pid)  # anew: the engine may have been restarted
                 direct = load(direct_port, clients, options.seconds)
                 guarded = load(port, clients, options.seconds)
                 for name, figures in (("Oxigraph", direct), ("guard", guarded)):
@@ -213,6 +215,10 @@ def main(argv: list[str] | None = None) -> None:
             except subprocess.TimeoutExpired:
                 served.kill()
                 served.wait()
+            log.close()
+            said = (Path(work) / "serve.log").read_text().strip()
+            if said:  # restarts of the engine, refusals: they explain errors above
+                print("sotakg serve said:\n" + said)
 
 
 if __name__ == "__main__":
