@@ -303,6 +303,21 @@ def _verdict(check, text):
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(st.sampled_from(PIECES), max_size=40))
 def test_the_fast_lexer_splits_and_refuses_as_the_reference_does(pieces):
+    assert_same_as_the_reference(pieces)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(PIECES), max_size=40))
+def test_fresh_batches_after_a_comparison_keep_the_tokens(monkeypatch, pieces):
+    """After a comparing ``<``, tokens are read one at a time for a while, then a fresh batch is lexed
+    from there: with a budget of one token, that happens after every comparison."""
+    from sotakg.query.sparql import _Scan
+
+    monkeypatch.setattr(_Scan, "in_step_budget", 1)
+    assert_same_as_the_reference(pieces)
+
+
+def assert_same_as_the_reference(pieces):
     from sotakg.query.sparql import QueryLimits, nesting_depth
 
     from . import sparql_reference as reference

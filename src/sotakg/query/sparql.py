@@ -225,6 +225,9 @@ class _Scan:
     a batch has an operand before an IRI; where the ``<`` compares, tokens are read one at a time from
     just after it until they fall in step with the batch again. Linear in the text."""
 
+    #: Tokens read one at a time after a comparing ``<`` before a fresh batch is lexed from there (doubling).
+    in_step_budget = 256
+
     def __init__(self, text: str, limit: int | None):
         self.text = text
         close = text.rfind(">")
@@ -253,7 +256,7 @@ class _Scan:
         return kinds, list(map(_match_start, matches, kinds)), list(map(_match_end, matches)), complete
 
     def _run(self) -> None:
-        pos, budget = 0, 256
+        pos, budget = 0, self.in_step_budget
         while len(self.kinds) < self.limit:
             kinds, starts, ends, complete = self._batch(pos)
             at, index_of = 0, None
