@@ -354,3 +354,47 @@ def test_the_query_page_runs_a_query_in_a_browser(data_copy, tmp_path):
     rows = result["result"]["value"]
     assert isinstance(rows, list), rows
     assert [row.split()[-1] for row in rows] == ["first-row", "second-row"]
+
+
+def test_turns_go_first_come_first_served():
+    from sotakg.server.guard import Turns
+
+    turns = Turns(running=1, waiting=10)
+    assert turns.acquire(1.0)
+    order: list[int] = []
+
+    def wait_for_a_turn(number: int) -> None:
+        if turns.acquire(10.0):
+            order.append(number)
+            turns.release(0.001)
+
+    threads = []
+    for number in range(6):
+        thread = threading.Thread(target=wait_for_a_turn, args=(number,))
+        thread.start()
+        threads.append(thread)
+        for _ in range(200):  # bounded: until this one is queued
+            if len(turns._queue) == number + 1:
+                break
+            time.sleep(0.005)
+    turns.release(0.001)
+    for thread in threads:
+        thread.join(10)
+    assert order == [0, 1, 2, 3, 4, 5]
+
+
+def test_no_newcomer_waits_for_a_turn_it_cannot_get_in_time():
+    from sotakg.server.guard import Turns
+
+    turns = Turns(running=1, waiting=10)
+    assert turns.acquire(1.0)
+    started = time.monotonic()
+    assert not turns.acquire(0.3)  # nothing known of the pace yet: it waits its 0.3 s, then gives up
+    assert 0.25 < time.monotonic() - started < 2
+    turns.release(8.0)  # turns now take about a second (a moving average)
+    assert turns.acquire(1.0)
+    started = time.monotonic()
+    assert not turns.acquire(0.5)  # one second ahead of it, half a second allowed: refused at once
+    assert time.monotonic() - started < 0.2
+    turns.release(0.0)
+    assert turns.acquire(5.0)  # a free slot is taken at once, whatever the pace

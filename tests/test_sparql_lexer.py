@@ -276,3 +276,59 @@ def test_tokens_split_as_the_engine_does():
         ("punct", ")"),
         ("punct", "}"),
     ]
+
+
+# ------------------------------------------------------------------------------------------ old vs new
+
+#: Pieces of SPARQL text whose every arrangement the regex-driven lexer must split exactly as the
+#: per-character reference (``tests/sparql_reference.py``) does: brackets and the words that decide
+#: what they hold, ``<`` where it compares or opens an IRI, quotes, comments, escapes, signs, and
+#: keywords spelled with characters whose upper case is ASCII.
+PIECES = [
+    " ", "\n", "\t", "#", "<", ">", "<<", "(", ")", "{", "}", "[", "]", "'", '"', "'''", '"""', "\\",
+    "?x", "$y", "?", "@en", "@", "ex:a", r"ex:x\#", r"ex:b\'", "ex:a.b", ":", "_:b", "_", "1", "1.5e3",
+    ".5", ".", ",", ";", "-", "+", "!", "^", "^^", "&&", "=", "*", "true", "FALSE", "SELECT", "select",
+    "FILTER", "BIND", "VALUES", "UNION", "ASK", "CONSTRUCT", "DESCRIBE", "AS", "SERVICE", "FROM", "LOAD",
+    "INSERT", "ſelect", "ﬁlter", "valueſ", "<http://x/>", "<http://x/#'>", "%23", "a\\u0041", "\r",
+]  # fmt: skip
+
+
+def _verdict(check, text):
+    try:
+        return "passes", check(text)
+    except QueryRefused as refused:
+        return "refused", str(refused)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=40))
+def test_the_fast_lexer_splits_and_refuses_as_the_reference_does(pieces):
+    assert_same_as_the_reference(pieces)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(PIECES), max_size=40))
+def test_fresh_batches_after_a_comparison_keep_the_tokens(monkeypatch, pieces):
+    """After a comparing ``<``, tokens are read one at a time for a while, then a fresh batch is lexed
+    from there: with a budget of one token, that happens after every comparison."""
+    from sotakg.query.sparql import _Scan
+
+    monkeypatch.setattr(_Scan, "in_step_budget", 1)
+    assert_same_as_the_reference(pieces)
+
+
+def assert_same_as_the_reference(pieces):
+    from sotakg.query.sparql import QueryLimits, nesting_depth
+
+    from . import sparql_reference as reference
+
+    text = "".join(pieces)
+    assert [(t.kind, t.text, t.offset) for t in tokens(text)] == [
+        (t.kind, t.text, t.offset) for t in reference.tokens(text)
+    ]
+    assert nesting_depth(text) == reference.nesting_depth(text)
+    assert _verdict(check_query, text) == _verdict(reference.check_query, text)
+    tight = QueryLimits(max_depth=3, max_terms=4, max_unions=1)
+    assert _verdict(lambda t: check_query(t, limits=tight), text) == _verdict(
+        lambda t: reference.check_query(t, limits=tight), text
+    )

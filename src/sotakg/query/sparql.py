@@ -14,13 +14,16 @@ Every query, canned or ad hoc, goes through ``run_query(backend, text, bindings,
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import select
 import signal
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import compress, islice
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -79,83 +82,296 @@ _CHARS = "\\-0-9\u00b7\u0300-\u036f\u203f-\u2040" + _U
 _PLX = r"(?:%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%])"
 _PN_PREFIX = f"[{_BASE}][{_CHARS}]*+(?:\\.++[{_CHARS}]++)*+"
 _PN_LOCAL = f"(?:[{_U}:0-9]|{_PLX})(?:[{_CHARS}:]|{_PLX})*+(?:\\.++(?:[{_CHARS}:]|{_PLX})++)?+"
-_PNAME = re.compile(f"(?:{_PN_PREFIX})?+:(?:{_PN_LOCAL})?+")
-_BLANK_NODE = re.compile(f"_:[{_U}0-9][{_CHARS}]*+(?:\\.++[{_CHARS}]++)*+")
-_VAR = re.compile(f"[?$][{_U}0-9][{_U}0-9\u00b7\u0300-\u036f\u203f-\u2040]*+")
-_WORD = re.compile(f"[{_U}][{_U}0-9]*+")
-_LANGTAG = re.compile(r"@[a-zA-Z]++(?:-[a-zA-Z0-9]++)*+(?:--[a-zA-Z]++)?+")
-_NUMBER = re.compile(
-    r"[0-9]++\.[0-9]*+[eE][+-]?[0-9]++|\.[0-9]++[eE][+-]?[0-9]++|[0-9]++[eE][+-]?[0-9]++|[0-9]*+\.[0-9]++|[0-9]++"
-)
+_PNAME = f"(?:{_PN_PREFIX})?+:(?:{_PN_LOCAL})?+"
+_BLANK_NODE = f"_:[{_U}0-9][{_CHARS}]*+(?:\\.++[{_CHARS}]++)*+"
+_VAR = f"[?$][{_U}0-9][{_U}0-9\u00b7\u0300-\u036f\u203f-\u2040]*+"
+_WORD = f"[{_U}][{_U}0-9]*+"
+_LANGTAG = r"@[a-zA-Z]++(?:-[a-zA-Z0-9]++)*+(?:--[a-zA-Z]++)?+"
+_NUMBER = r"[0-9]++\.[0-9]*+[eE][+-]?[0-9]++|\.[0-9]++[eE][+-]?[0-9]++|[0-9]++[eE][+-]?[0-9]++|[0-9]*+\.[0-9]++|[0-9]++"
 _ESCAPES = r"""\\[tbnrf"'\\]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"""
-_STRING = {
-    "'''": re.compile("'''(?:(?:''|')?+(?:[^'\\\\]|" + _ESCAPES + "))*+'''"),
-    '"""': re.compile('"""(?:(?:""|")?+(?:[^"\\\\]|' + _ESCAPES + '))*+"""'),
-    "'": re.compile("'(?:[^'\\\\\\n\\r]|" + _ESCAPES + ")*+'"),
-    '"': re.compile('"(?:[^"\\\\\\n\\r]|' + _ESCAPES + ')*+"'),
-}
-# A string the engine cannot read (unterminated, a bad escape) fails the whole query there; it is
-# still taken as one token so that tools reading unfinished text (the console) see where it runs.
-_LOOSE_STRING = {
-    "'''": re.compile(r"'''(?:[^'\\]|\\.|'(?!''))*+(?:'''|\Z)", re.S),
-    '"""': re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*+(?:"""|\Z)', re.S),
-    "'": re.compile(r"'(?:[^'\\\n\r]|\\.)*+(?:'|$)", re.M),
-    '"': re.compile(r'"(?:[^"\\\n\r]|\\.)*+(?:"|$)', re.M),
-}
+# Each string form is read strictly first; a string the engine cannot read (unterminated, a bad
+# escape) fails the whole query there, and is still taken as one token (up to its closing quote, the
+# end of the line or of the text) so that tools reading unfinished text (the console) see where it runs.
+_STRINGS = "|".join(
+    [
+        "'''(?:(?:''|')?+(?:[^'\\\\]|" + _ESCAPES + "))*+'''",
+        r"'''(?s:(?:[^'\\]|\\.|'(?!''))*+)(?:'''|\Z)",
+        r"'''[\s\S]*+",
+        '"""(?:(?:""|")?+(?:[^"\\\\]|' + _ESCAPES + '))*+"""',
+        r'"""(?s:(?:[^"\\]|\\.|"(?!""))*+)(?:"""|\Z)',
+        r'"""[\s\S]*+',
+        "'(?:[^'\\\\\\n\\r]|" + _ESCAPES + ")*+'",
+        r"'(?:[^'\\\n\r]|\\.)*+(?:'|(?m:$))",
+        r"'[\s\S]*+",
+        '"(?:[^"\\\\\\n\\r]|' + _ESCAPES + ')*+"',
+        r'"(?:[^"\\\n\r]|\\.)*+(?:"|(?m:$))',
+        r'"[\s\S]*+',
+    ]
+)
 #: An IRI as SPARQL 1.1 defines it. Where the engine compares (``?a<?b>?c``), the standard's longest
 #: token rule reads an IRI: such text is refused rather than given two meanings.
 _STANDARD_IRIREF = re.compile(r'<[^<>"{}|^`\\\x00-\x20]*+>')
-_WHITESPACE = re.compile(r"[ \t\r\n]++")
-_COMMENT_END = re.compile(r"[\r\n]")
+#: Characters whose upper case is ASCII letters (``"ﬁlter".upper() == "FILTER"``): a keyword read
+#: with ``str.upper`` can be spelled with them, and the master pattern must see it the same way.
+_UPPER_SPECIALS = {"ß": "SS", "ı": "I", "ſ": "S", "ﬀ": "FF", "ﬁ": "FI", "ﬂ": "FL", "ﬃ": "FFI", "ﬄ": "FFL"}
+_UPPER_SPECIALS.update({"ﬅ": "ST", "ﬆ": "ST"})
+
+
+def _spelled(word: str) -> str:
+    """A pattern of the words ``w`` with ``w.upper() == word`` (``word`` in ASCII capitals)."""
+
+    def rest(i: int) -> str:
+        if i == len(word):
+            return ""
+        singles = word[i] + word[i].lower() + "".join(c for c, up in _UPPER_SPECIALS.items() if up == word[i])
+        options = [f"[{singles}]" + rest(i + 1)]
+        options += [
+            c + rest(i + len(up)) for c, up in _UPPER_SPECIALS.items() if len(up) > 1 and word.startswith(up, i)
+        ]
+        return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+
+    return rest(0) + f"(?![{_U}0-9])"
+
+
+# Kind codes: the number of the master pattern's group that matched. Its alternatives stand in the order
+# the terminals are tried, so the first that matches is the token; whitespace and comments before a
+# token belong to its match. A ``<`` opens an IRI up to the next ``>`` here; where the engine compares
+# instead (inside an expression, after an operand) the scanner below takes it back (``_LT``).
+_LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _UNARY_, _PLAIN_PUNCT = range(1, 9)
+_STRING, _IRI, _VAR_, _LANG, _NUM, _BLANK, _PN = range(9, 16)
+_BOOL, _SELECT, _FILTER, _BIND, _VALUES, _UNION, _FORM, _WORD_, _PUNCT, _END, _LT = range(16, 27)
+_KEYWORD_STARTS = "tTfFsSbBvVuUaAcCdD\u017f\ufb01"  # the first characters of the words just below
+_MASTER = re.compile(
+    r"(?:[ \t\r\n]++|#[^\r\n]*+)*+(?:"
+    # Punctuation that nothing else starts with comes first: most tokens are found in a few steps.
+    + "|".join(f"({alternative})" for alternative in (r"\(", r"\)", r"\{", r"\}", r"\[", r"\]", r"[!+\-^]"))
+    + r"|([,;*=&|/]|\.(?![0-9]))|"
+    + "|".join(
+        f"({alternative})"
+        for alternative in (
+            f"(?=['\"])(?:{_STRINGS})",  # the lookaheads skip a group of alternatives in one step
+            r"<(?!<)[^>]*+>",
+            _VAR,
+            _LANGTAG,
+            f"(?=[0-9.])(?:{_NUMBER})",
+            _BLANK_NODE,
+            _PNAME,
+        )
+    )
+    + f"|(?=[{_KEYWORD_STARTS}])(?:"
+    + "|".join(
+        f"({alternative})"
+        for alternative in (
+            f"(?:[tT][rR][uU][eE]|[fF][aA][lL][sS][eE])(?![{_U}0-9])",
+            _spelled("SELECT"),
+            _spelled("FILTER"),
+            _spelled("BIND"),
+            _spelled("VALUES"),
+            _spelled("UNION"),
+            "|".join(_spelled(form) for form in ("ASK", "CONSTRUCT", "DESCRIBE")),
+        )
+    )
+    + ")|"
+    + "|".join(f"({alternative})" for alternative in (_WORD, r"[\s\S]", r"\Z"))
+    + ")"
+)
+assert _MASTER.groups == _END
+_KIND_NAMES: tuple[str, ...] = ("",) + ("punct",) * 8 + ("string", "iri", "var", "langtag", "number", "pname")
+_KIND_NAMES += ("pname",) + ("word",) * 8 + ("punct",) * 3
+_WORD_CODES = frozenset(range(_BOOL, _WORD_ + 1))
+_TERM_CODES = (_VAR_, _IRI, _PN, _BLANK, _STRING, _NUM)
 #: Tokens after which a ``<`` inside an expression compares rather than opens an IRI.
-_OPERAND_KINDS = frozenset({"var", "iri", "pname", "string", "number", "langtag"})
+_OPERAND_CODES = frozenset({_VAR_, _IRI, _PN, _BLANK, _STRING, _NUM, _LANG, _RPAREN, _BOOL})
 
 
-@dataclass
-class _Frame:
-    """An open bracket while lexing: which one, and what the engine parses inside it. A ``{`` (and
-    the text outside every bracket) holds a pattern, a projection (after SELECT) or solution
-    modifiers (after the WHERE group); a ``(`` holds an expression or not (a collection, a path,
-    VALUES); ``[`` never does."""
-
-    opener: str
-    mode: str
+def _byte_class(codes: Iterable[int]) -> bytes:
+    return b"[" + b"".join(re.escape(bytes([code])) for code in sorted(codes)) + b"]"
 
 
-def _opens_expression(frame: _Frame, previous: Token | None, before: Token | None) -> bool:
+#: An operand followed by an IRI: where a ``<`` may compare instead (in an expression).
+_MAY_COMPARE = re.compile(_byte_class(_OPERAND_CODES) + re.escape(bytes([_IRI])))
+_FRAME_EVENTS = re.compile(_byte_class({_LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _SELECT}))
+_DEPTH_EVENTS = re.compile(_byte_class({_LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _UNARY_}))
+_OPENER_CODES = frozenset({_LPAREN, _LBRACE, _LBRACKET})
+#: Frame modes: what the engine parses inside a bracket (see ``_Scan``).
+_PATTERN, _PROJECTION, _MODIFIERS, _EXPRESSION, _PLAIN = range(5)
+_match_start = re.Match.start
+_match_end = re.Match.end
+_kind_of = attrgetter("lastindex")
+
+
+def _opens_expression(frame: list[int], previous: int, before: int) -> bool:
     """Whether a ``(`` opens an expression, from what encloses it and the two tokens before it."""
-    if frame.opener == "(":
-        return frame.mode == "expression"
-    if frame.opener == "[":
+    opener, mode = frame
+    if opener == _LPAREN:
+        return mode == _EXPRESSION
+    if opener == _LBRACKET:
         return False
-    if frame.mode in ("projection", "modifiers"):  # SELECT (…), GROUP BY (…), HAVING, ORDER BY
-        return not (previous is not None and previous.kind == "word" and previous.text.upper() == "VALUES")
-    if previous is None:
-        return False
-    if previous.kind == "word" and previous.text.upper() in ("FILTER", "BIND"):
+    if mode == _PROJECTION or mode == _MODIFIERS:  # SELECT (…), GROUP BY (…), HAVING, ORDER BY
+        return previous != _VALUES
+    if previous == _FILTER or previous == _BIND:
         return True
     # FILTER regex(…), FILTER <f>(…), FILTER ex:f(…)
-    return (
-        previous.kind in ("word", "iri", "pname")
-        and before is not None
-        and before.kind == "word"
-        and before.text.upper() == "FILTER"
-    )
+    return (previous in _WORD_CODES or previous in (_IRI, _PN, _BLANK)) and before == _FILTER
 
 
-def _compares(frame: _Frame, previous: Token | None) -> bool:
-    """Whether a ``<`` here is the less-than operator: only inside an expression, after an operand."""
-    if frame.opener != "(" or frame.mode != "expression" or previous is None:
-        return False
-    if previous.kind in _OPERAND_KINDS:
-        return True
-    if previous.kind == "punct":
-        return previous.text == ")"
-    return previous.kind == "word" and previous.text.lower() in ("true", "false")
+class _Scan:
+    """The tokens of a text as the engine reads them: ``kinds`` (codes), ``starts`` and ``ends``.
+
+    The master pattern finds the tokens of long stretches at once (``_batch``). Only ``<`` depends on
+    context: it compares inside an expression after an operand, and opens an IRI elsewhere. Brackets are
+    tracked (``stack``: for each open one, its code and what the engine parses inside it: a pattern, a
+    projection after SELECT, solution modifiers after the WHERE group, an expression or not) only where
+    a batch has an operand before an IRI; where the ``<`` compares, tokens are read one at a time from
+    just after it until they fall in step with the batch again. Linear in the text."""
+
+    #: Tokens read one at a time after a comparing ``<`` before a fresh batch is lexed from there (doubling).
+    in_step_budget = 256
+
+    def __init__(self, text: str, limit: int | None):
+        self.text = text
+        close = text.rfind(">")
+        # After the last ">" no "<" opens an IRI: "\x01" lexes as "<" does there (punctuation, or inside
+        # a string or comment), so the IRI rule never scans to the end of the text for nothing.
+        tail = text[close + 1 :]
+        self.lexed = text if "<" not in tail else text[: close + 1] + tail.replace("<", "\x01")
+        self.limit = limit if limit is not None else len(text) + 1
+        self.kinds = bytearray()
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.stack = [[0, _MODIFIERS]]
+        self.previous = self.before = 0
+        self._run()
+
+    def _batch(self, pos: int) -> tuple[bytes, list[int], list[int], bool]:
+        """Tokens from ``pos`` on, at most as many as are still wanted; and whether they reach the end."""
+        wanted = self.limit - len(self.kinds)
+        matches = list(islice(_MASTER.finditer(self.lexed, pos), wanted + 1))
+        kinds = bytes(map(_kind_of, matches))
+        end = kinds.find(_END)  # the end of the text, possibly twice: after its last blanks, and at it
+        complete = end >= 0
+        keep = end if complete else min(len(kinds), wanted)
+        del matches[keep:]
+        kinds = kinds[:keep]
+        return kinds, list(map(_match_start, matches, kinds)), list(map(_match_end, matches)), complete
+
+    def _run(self) -> None:
+        pos, budget = 0, self.in_step_budget
+        while len(self.kinds) < self.limit:
+            kinds, starts, ends, complete = self._batch(pos)
+            at, index_of = 0, None
+            while True:
+                compare = self._walk(kinds, at, complete)
+                stop = len(kinds) if compare < 0 else compare
+                self.kinds += kinds[at:stop]
+                self.starts += starts[at:stop]
+                self.ends += ends[at:stop]
+                if stop - at >= 2:
+                    self.previous, self.before = kinds[stop - 1], kinds[stop - 2]
+                elif stop - at == 1:
+                    self.previous, self.before = kinds[stop - 1], self.previous
+                if compare < 0 or len(self.kinds) >= self.limit:
+                    break
+                self._add(_LT, starts[compare], starts[compare] + 1)
+                if index_of is None:
+                    index_of = dict(zip(starts, range(len(starts)), strict=True))
+                resumed, pos = self._one_by_one(starts[compare] + 1, index_of, budget)
+                if resumed is None:
+                    break
+                at = resumed
+            if len(self.kinds) >= self.limit or (compare < 0 and complete):
+                return
+            if compare < 0:
+                pos = ends[-1]  # the batch stopped at the limit, which one-by-one reading moved
+            elif pos < 0:
+                return  # the end of the text, read one token at a time
+            else:
+                budget *= 2  # not in step after that many tokens: a fresh batch from here
+
+    def _add(self, code: int, start: int, end: int) -> None:
+        self.kinds.append(code)
+        self.starts.append(start)
+        self.ends.append(end)
+        self.before, self.previous = self.previous, code
+
+    def _one_by_one(self, pos: int, index_of: dict[int, int], budget: int) -> tuple[int | None, int]:
+        """Read tokens one at a time from ``pos`` (after a ``<`` that compares) until one starts where a
+        token of the batch does: (its index in the batch, -) then; (None, where to go on) when the budget
+        or the limit runs out first, (None, -1) at the end of the text."""
+        lexed, stack = self.lexed, self.stack
+        for _ in range(budget):
+            if len(self.kinds) >= self.limit:
+                return None, -1
+            found = _MASTER.match(lexed, pos)
+            assert found is not None  # the pattern matches everywhere, at the end with \Z
+            code = found.lastindex or 0
+            if code == _END:
+                return None, -1
+            start = found.start(code)
+            if start in index_of:
+                return index_of[start], -1
+            frame = stack[-1]
+            if code == _IRI and frame[0] == _LPAREN and frame[1] == _EXPRESSION and self.previous in _OPERAND_CODES:
+                code, end = _LT, start + 1
+            else:
+                end = found.end()
+            self._frame_event(code, self.previous, self.before)
+            self._add(code, start, end)
+            pos = end
+        return None, pos
+
+    def _frame_event(self, code: int, previous: int, before: int) -> None:
+        """Follow the brackets (and SELECT) that a token of ``code`` opens or closes, given the two
+        tokens before it."""
+        stack = self.stack
+        frame = stack[-1]
+        if code == _LPAREN:
+            stack.append([_LPAREN, _EXPRESSION if _opens_expression(frame, previous, before) else _PLAIN])
+        elif code == _LBRACKET:
+            stack.append([_LBRACKET, _PLAIN])
+        elif code == _LBRACE:
+            if frame[0] in (0, _LBRACE) and frame[1] == _PROJECTION:
+                frame[1] = _MODIFIERS  # once this WHERE group closes
+            stack.append([_LBRACE, _PATTERN])
+        elif code in (_RPAREN, _RBRACKET, _RBRACE):
+            if len(stack) > 1:
+                stack.pop()
+        elif code == _SELECT and frame[0] in (0, _LBRACE):
+            frame[1] = _PROJECTION
+
+    def _walk(self, kinds: bytes, at: int, complete: bool) -> int:
+        """Follow the brackets of ``kinds[at:]`` and return the index of the first IRI there that is a
+        ``<`` comparing, or -1. A batch with no operand before an IRI needs no walk (nothing follows it)."""
+        first_compares = at < len(kinds) and kinds[at] == _IRI and self.previous in _OPERAND_CODES
+        if complete and not first_compares and _MAY_COMPARE.search(kinds, at) is None:
+            return -1
+        stack = self.stack
+        gap_from = at
+        for event in _FRAME_EVENTS.finditer(kinds, at):
+            index = event.start()
+            frame = stack[-1]
+            if frame[0] == _LPAREN and frame[1] == _EXPRESSION:
+                if first_compares:
+                    return at
+                found = _MAY_COMPARE.search(kinds, gap_from, index)
+                if found is not None:
+                    return found.start() + 1
+            previous = kinds[index - 1] if index > at else self.previous
+            before = kinds[index - 2] if index - 2 >= at else self.previous if index - 1 == at else self.before
+            self._frame_event(kinds[index], previous, before)
+            gap_from, first_compares = index, False
+        frame = stack[-1]
+        if frame[0] == _LPAREN and frame[1] == _EXPRESSION:
+            if first_compares:
+                return at
+            found = _MAY_COMPARE.search(kinds, gap_from)
+            if found is not None:
+                return found.start() + 1
+        return -1
 
 
-# The engine reads an IRI as ``<``, anything but ``>``, ``>``, then checks it: wherever an IRI may
-# start, a ``<`` is an IRI or a syntax error (``<<`` aside, which no valid IRI begins with).
+def _scan(text: str, limit: int | None = None) -> _Scan:
+    return _Scan(text, limit)
 
 
 def tokens(text: str) -> Iterator[Token]:
@@ -165,61 +381,12 @@ def tokens(text: str) -> Iterator[Token]:
     tokens, so a keyword inside them (``"DROP ALL"``, ``<http://x/load>``) is never taken for one,
     and a ``#`` or a quote is a comment or a string exactly where the engine takes it for one. A
     ``<`` opens an IRI except inside an expression after an operand, where it compares: that needs
-    the brackets around it, which are tracked (``_Frame``). Signs are separate ``punct`` tokens, as
+    the brackets around it, which are tracked (``_Scan``). Signs are separate ``punct`` tokens, as
     the engine allows blanks between a sign and its number. Runs in time linear in the text."""
-    stack = [_Frame("", "modifiers")]
-    next_close = -2  # where the next ">" is (-1: none), found once per stretch: linear even for "< < < …"
-    previous: Token | None = None
-    before: Token | None = None
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c in " \t\r\n":
-            i = _WHITESPACE.match(text, i).end()  # type: ignore[union-attr]
-            continue
-        if c == "#":
-            end = _COMMENT_END.search(text, i)
-            i = end.start() if end else n
-            continue
-        frame = stack[-1]
-        if c in "\"'":
-            quote = c * 3 if text.startswith(c * 3, i) else c
-            match = _STRING[quote].match(text, i) or _LOOSE_STRING[quote].match(text, i)
-            token = Token("string", text[i : match.end() if match else n], i)
-        elif c == "<" and not text.startswith("<<", i) and not _compares(frame, previous):
-            if next_close != -1 and next_close < i:
-                next_close = text.find(">", i)
-            token = Token("iri", text[i : next_close + 1], i) if next_close > i else Token("punct", c, i)
-        elif c in "?$" and (var := _VAR.match(text, i)):
-            token = Token("var", var.group(), i)
-        elif c == "@" and (tag := _LANGTAG.match(text, i)):
-            token = Token("langtag", tag.group(), i)
-        elif (c.isdigit() or c == ".") and (number := _NUMBER.match(text, i)):
-            token = Token("number", number.group(), i)
-        elif c == "_" and (blank := _BLANK_NODE.match(text, i)):
-            token = Token("pname", blank.group(), i)
-        elif (name := _PNAME.match(text, i)) and name.end() > i:
-            token = Token("pname", name.group(), i)
-        elif word := _WORD.match(text, i):
-            token = Token("word", word.group(), i)
-        else:
-            token = Token("punct", c, i)
-        i = token.offset + len(token.text)
-        if token.kind == "punct":
-            if c == "(":
-                stack.append(_Frame("(", "expression" if _opens_expression(frame, previous, before) else "plain"))
-            elif c == "[":
-                stack.append(_Frame("[", "plain"))
-            elif c == "{":
-                if frame.opener in ("", "{") and frame.mode == "projection":
-                    frame.mode = "modifiers"  # once this WHERE group closes
-                stack.append(_Frame("{", "pattern"))
-            elif c in ")]}" and len(stack) > 1:
-                stack.pop()
-        elif token.kind == "word" and token.text.upper() == "SELECT" and frame.opener in ("", "{"):
-            frame.mode = "projection"
-        before, previous = previous, token
-        yield token
+    scan = _Scan(text, None)
+    names = _KIND_NAMES
+    for code, start, end in zip(scan.kinds, scan.starts, scan.ends, strict=True):
+        yield Token(names[code], text[start:end], start)
 
 
 def position(text: str, offset: int) -> tuple[int, int]:
@@ -237,33 +404,37 @@ def query_form(text: str) -> str | None:
     return None
 
 
-#: Prefix operators the engine's parser recurses on, one level each: ``!``, unary ``-`` and ``+`` in
-#: expressions, ``^`` (inverse) and ``!`` (negation) in property paths.
-_UNARY = frozenset("!-+^")
-
-
-class _Depth:
-    """How deep the engine's parser recurses, fed one token at a time (see ``nesting_depth``)."""
-
-    def __init__(self) -> None:
-        self.open_brackets: list[int] = []  # for each open bracket, the prefix operators waiting on it
-        self.pending = 0  # prefix operators since the last operand or bracket
-        self.waiting = 0  # sum(open_brackets), kept as we go
-
-    def feed(self, token: Token) -> int:
-        """The level this token reaches."""
-        if token.kind == "punct" and token.text in _UNARY:
-            self.pending += 1
-            return len(self.open_brackets) + self.waiting + self.pending
-        if token.kind == "punct" and token.text in _OPENERS:
-            self.open_brackets.append(self.pending)
-            self.waiting += self.pending
-            self.pending = 0
-            return len(self.open_brackets) + self.waiting
-        if token.kind == "punct" and token.text in _CLOSERS and self.open_brackets:
-            self.waiting -= self.open_brackets.pop()
-        self.pending = 0
-        return 0
+def _levels(kinds: bytes, above: int | None) -> tuple[int, int]:
+    """How deep the engine's parser recurses (see ``nesting_depth``): (deepest level, index of the
+    token that first reached it); with ``above``, stop at the first token past that level."""
+    open_brackets: list[int] = []  # for each open bracket, the prefix operators waiting on it
+    pending = waiting = 0  # prefix operators since the last operand or bracket; sum(open_brackets)
+    deepest = where = 0
+    last = -2
+    for event in _DEPTH_EVENTS.finditer(kinds):
+        index = event.start()
+        code = kinds[index]
+        if index != last + 1:
+            pending = 0  # some other token came between: the operators before it are done
+        last = index
+        if code == _UNARY_:
+            pending += 1
+            level = len(open_brackets) + waiting + pending
+        elif code in _OPENER_CODES:
+            open_brackets.append(pending)
+            waiting += pending
+            pending = 0
+            level = len(open_brackets) + waiting
+        else:
+            if open_brackets:
+                waiting -= open_brackets.pop()
+            pending = 0
+            continue
+        if level > deepest:
+            deepest, where = level, index
+            if above is not None and level > above:
+                break
+    return deepest, where
 
 
 def nesting_depth(text: str) -> tuple[int, int]:
@@ -275,20 +446,23 @@ def nesting_depth(text: str) -> tuple[int, int]:
     ``FILTER(!!!…!true)`` is as deep as that many parentheses. Operators before a bracket stay open
     until the bracket closes; a binary ``-`` or ``+`` counts for a moment, which errs on the safe side.
     """
-    depth = _Depth()
-    deepest = where = 0
-    for token in tokens(text):
-        level = depth.feed(token)
-        if level > deepest:
-            deepest, where = level, token.offset
-    return deepest, where
+    scan = _Scan(text, None)
+    deepest, index = _levels(bytes(scan.kinds), None)
+    return deepest, scan.starts[index] if deepest else 0
 
 
 #: Words the engine would act on even glued to other letters: it matches keywords by prefix, with no
 #: word boundary (``trueSERVICE``, ``1SERVICE`` and ``SERVICE:x`` reach its SERVICE rule).
 _NETWORK_KEYWORDS = ("SERVICE", "FROM")
-_KEYWORD_IN_WORD = re.compile("|".join(sorted({*UPDATE_KEYWORDS, *_NETWORK_KEYWORDS}, key=len, reverse=True)), re.I)
-_NETWORK_IN_PREFIX = re.compile("|".join(_NETWORK_KEYWORDS), re.I)
+_KEYWORD_IN_WORD = re.compile(
+    # The lookahead (the keywords' first letters, as IGNORECASE matches them) skips most positions at once.
+    "(?=[idlcmasf\u0130\u0131\u017f])(?:"
+    + "|".join(sorted({*UPDATE_KEYWORDS, *_NETWORK_KEYWORDS}, key=len, reverse=True))
+    + ")",
+    re.I,
+)
+#: A network keyword in the prefix of a prefixed name, the names one per line.
+_NETWORK_IN_PREFIX = re.compile("^[^:\n]*?(" + "|".join(_NETWORK_KEYWORDS) + ")", re.I | re.M)
 
 
 @dataclass(frozen=True)
@@ -302,15 +476,10 @@ class QueryLimits:
     max_unions: int = MAX_UNIONS
 
 
-def _keyword_at(token: Token) -> tuple[str, int] | None:
-    """A keyword the engine could read in this token, and its offset in the token."""
-    if token.kind == "word" or token.kind == "number":
-        found = _KEYWORD_IN_WORD.search(token.text)
-    elif token.kind == "pname" and not token.text.startswith("_:"):
-        found = _NETWORK_IN_PREFIX.search(token.text.split(":", 1)[0])
-    else:
-        return None
-    return (found.group().upper(), found.start()) if found else None
+#: Query texts up to this long have their verdict remembered (the check is a pure function of the
+#: text and the limits), the last ``_CACHED_CHECKS`` of them: at most a few MB.
+_CACHED_CHARS = 8 * 1024
+_CACHED_CHECKS = 1024
 
 
 def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | None = None) -> str | None:
@@ -318,82 +487,154 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
     brackets and prefix operators deeper than ``max_depth`` (``nesting_depth``), or is bigger than
     ``limits`` allow (characters, tokens, terms, UNION arms). Returns the query form (``query_form``).
 
-    The text is read with ``tokens``, which splits it as the engine does, and a keyword is refused
-    wherever the engine could read it, glued to other letters included (``trueSERVICE``). One pass,
-    stopping at the first limit passed: the cost is bounded whatever the size of the text."""
+    The text is read as ``tokens`` reads it, which splits it as the engine does, and a keyword is
+    refused wherever the engine could read it, glued to other letters included (``trueSERVICE``).
+    The first limit passed, in the order of the tokens, is the one reported; at most ``4 *
+    max_terms`` tokens are read, so the cost is bounded whatever the size of the text. Verdicts on
+    short texts are cached."""
     limits = limits or QueryLimits(max_depth=max_depth)
+    if len(text) <= _CACHED_CHARS:
+        form, refusal = _cached_verdict(text, limits.max_depth, limits.max_chars, limits.max_terms, limits.max_unions)
+    else:
+        form, refusal = _verdict(text, limits)
+    if refusal is not None:
+        raise QueryRefused(refusal)
+    return form
+
+
+@functools.lru_cache(maxsize=_CACHED_CHECKS)
+def _cached_verdict(text: str, depth: int, chars: int, terms: int, unions: int) -> tuple[str | None, str | None]:
+    return _verdict(text, QueryLimits(depth, chars, terms, unions))
+
+
+def _verdict(text: str, limits: QueryLimits) -> tuple[str | None, str | None]:
+    """(query form, None) for a text that passes, (None, why) for one that does not."""
+    try:
+        return _check(text, limits), None
+    except QueryRefused as refused:
+        return None, str(refused)
+
+
+def _nth(kinds: bytes, codes: Iterable[int], n: int) -> int:
+    """The index of the ``n``-th (0-based) token with one of ``codes``."""
+    wanted = bytes(1 if code in set(codes) else 0 for code in range(256))
+    return list(compress(range(len(kinds)), kinds.translate(wanted)))[n]
+
+
+def _check(text: str, limits: QueryLimits) -> str | None:
     if len(text) > limits.max_chars:
         raise QueryRefused(
             f"the query is {len(text)} characters long; the limit is {limits.max_chars}. Split it into smaller queries"
         )
-    form = None
-    count = terms = unions = 0
     max_tokens, max_terms, max_unions = limits.max_terms * 4, limits.max_terms, limits.max_unions
-    depth = _Depth()
-    for token in tokens(text):
-        count += 1
-        kind = token.kind
-        if kind in _TERM_KINDS:
-            terms += 1
-        elif kind == "word" and token.text.upper() == "UNION":
-            unions += 1
-        if count > max_tokens or terms > max_terms or unions > max_unions:
-            limit, what = (
-                (max_tokens, "tokens")
-                if count > max_tokens
-                else (max_terms, "terms (variables, IRIs, names, literals)")
-                if terms > max_terms
-                else (max_unions, "UNIONs")
-            )
-            line, column = position(text, token.offset)
-            raise QueryRefused(
+    scan = _Scan(text, max_tokens + 1)
+    kinds = bytes(scan.kinds)
+    starts, ends = scan.starts, scan.ends
+    # Each check's first offending token; the earliest is reported, ties in the order of the checks.
+    found: list[tuple[int, int, Callable[[], QueryRefused]]] = []
+
+    def over(limit: int, what: str, index: int) -> Callable[[], QueryRefused]:
+        def refusal() -> QueryRefused:
+            line, column = position(text, starts[index])
+            return QueryRefused(
                 f"the query has more than {limit} {what} (line {line}, column {column}); the engine "
                 f"could not evaluate it safely. Split it into smaller queries"
             )
-        if depth.feed(token) > limits.max_depth:
-            line, column = position(text, token.offset)
-            raise QueryRefused(
-                f"the query nests brackets and prefix operators (! - + ^) more than {limits.max_depth} levels "
-                f"deep (line {line}, column {column} reaches level {limits.max_depth + 1}); the limit is "
-                f"{limits.max_depth}"
-            )
-        if token.kind == "punct" and token.text == "<" and _STANDARD_IRIREF.match(text, token.offset):
-            line, column = position(text, token.offset)
-            raise QueryRefused(
-                f"'<' at line {line}, column {column} reads as an IRI in SPARQL 1.1 and as 'less than' in the "
-                f"engine; put a space after '<' to compare"
-            )
-        if kind == "punct" or kind == "var" or kind == "iri" or kind == "string":
-            continue  # nothing the engine could read as a keyword
-        if form is None and kind == "word" and token.text.upper() in QUERY_FORMS:
-            form = token.text.upper()
-        found = _keyword_at(token)
-        if found is None:
+
+        return refusal
+
+    if len(kinds) > max_tokens:
+        found.append((max_tokens, 0, over(max_tokens, "tokens", max_tokens)))
+    if sum(map(kinds.count, _TERM_CODES)) > max_terms:
+        index = _nth(kinds, _TERM_CODES, max_terms)
+        found.append((index, 1, over(max_terms, "terms (variables, IRIs, names, literals)", index)))
+    if kinds.count(_UNION) > max_unions:
+        index = _nth(kinds, (_UNION,), max_unions)
+        found.append((index, 2, over(max_unions, "UNIONs", index)))
+    if sum(map(kinds.count, _OPENER_CODES)) + kinds.count(_UNARY_) > limits.max_depth:
+        level, index = _levels(kinds, limits.max_depth)
+        if level > limits.max_depth:
+
+            def too_deep(index: int = index) -> QueryRefused:
+                line, column = position(text, starts[index])
+                return QueryRefused(
+                    f"the query nests brackets and prefix operators (! - + ^) more than {limits.max_depth} levels "
+                    f"deep (line {line}, column {column} reaches level {limits.max_depth + 1}); the limit is "
+                    f"{limits.max_depth}"
+                )
+
+            found.append((index, 3, too_deep))
+    for compare in re.finditer(re.escape(bytes([_LT])), kinds):
+        index = compare.start()
+        if _STANDARD_IRIREF.match(text, starts[index]):
+
+            def iri_like(index: int = index) -> QueryRefused:
+                line, column = position(text, starts[index])
+                return QueryRefused(
+                    f"'<' at line {line}, column {column} reads as an IRI in SPARQL 1.1 and as 'less than' in the "
+                    f"engine; put a space after '<' to compare"
+                )
+
+            found.append((index, 4, iri_like))
+            break
+    keyword = _first_keyword(text, kinds, starts, ends)
+    if keyword is not None:
+        found.append((keyword[0], 5, lambda: _keyword_refusal(text, *keyword)))
+    if found:
+        raise min(found, key=lambda item: item[:2])[2]()
+    select, other = kinds.find(_SELECT), kinds.find(_FORM)
+    if other >= 0 and (select < 0 or other < select):
+        return text[starts[other] : ends[other]].upper()
+    return "SELECT" if select >= 0 else None
+
+
+_WORD_SELECTOR = bytes(1 if code in _WORD_CODES else 0 for code in range(256))
+_PNAME_SELECTOR = bytes(1 if code == _PN else 0 for code in range(256))
+
+
+def _first_keyword(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> tuple[int, str, int] | None:
+    """The first token in which the engine could read a keyword: (its index, the keyword, the
+    keyword's offset in the text). Words are searched whole, prefixed names in their prefix (numbers
+    hold only digits, dots, signs and E: never a keyword)."""
+    best: tuple[int, str, int] | None = None
+    for selector, pattern in ((_WORD_SELECTOR, _KEYWORD_IN_WORD), (_PNAME_SELECTOR, _NETWORK_IN_PREFIX)):
+        chosen = kinds.translate(selector)
+        joined = "\n".join(map(text.__getitem__, map(slice, compress(starts, chosen), compress(ends, chosen))))
+        hit = pattern.search(joined)
+        if hit is None:
             continue
-        keyword, inside = found
-        line, column = position(text, token.offset + inside)
-        where = f"line {line}, column {column}"
-        if keyword == "SERVICE":
-            raise QueryRefused(
-                f"SERVICE ({where}) would make the store query a remote endpoint over the network; "
-                f"queries here run on the local graph only"
-            )
-        if keyword == "LOAD":
-            raise QueryRefused(
-                f"LOAD ({where}) would make the store fetch data from the network and change the graph; "
-                f"queries here are read-only (add records under the data folder instead)"
-            )
-        if keyword in UPDATE_KEYWORDS:
-            raise QueryRefused(
-                f"{keyword} ({where}) is SPARQL Update, and the graph is read-only here: it is compiled "
-                f"from the data folder. Only SELECT, ASK, CONSTRUCT and DESCRIBE queries run"
-            )
-        if keyword == "FROM":
-            raise QueryRefused(
-                f"FROM ({where}) names a dataset the store would have to fetch; everything is in the "
-                f"store's default graph, so leave the FROM clause out"
-            )
-    return form
+        group = hit.lastindex or 0
+        at = hit.start(group)
+        nth = joined.count("\n", 0, at)
+        index = list(compress(range(len(kinds)), chosen))[nth]
+        inside = at - (joined.rfind("\n", 0, at) + 1)
+        if best is None or index < best[0]:
+            best = (index, hit.group(group).upper(), starts[index] + inside)
+    return best
+
+
+def _keyword_refusal(text: str, index: int, keyword: str, offset: int) -> QueryRefused:
+    line, column = position(text, offset)
+    where = f"line {line}, column {column}"
+    if keyword == "SERVICE":
+        return QueryRefused(
+            f"SERVICE ({where}) would make the store query a remote endpoint over the network; "
+            f"queries here run on the local graph only"
+        )
+    if keyword == "LOAD":
+        return QueryRefused(
+            f"LOAD ({where}) would make the store fetch data from the network and change the graph; "
+            f"queries here are read-only (add records under the data folder instead)"
+        )
+    if keyword in UPDATE_KEYWORDS:
+        return QueryRefused(
+            f"{keyword} ({where}) is SPARQL Update, and the graph is read-only here: it is compiled "
+            f"from the data folder. Only SELECT, ASK, CONSTRUCT and DESCRIBE queries run"
+        )
+    return QueryRefused(
+        f"FROM ({where}) names a dataset the store would have to fetch; everything is in the "
+        f"store's default graph, so leave the FROM clause out"
+    )
 
 
 # ------------------------------------------------------------------------------------------ syntax errors

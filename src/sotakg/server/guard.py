@@ -17,8 +17,9 @@ on the address users see, forwards only what passes:
 * Anything else (``/update``, Graph Store ``PUT``/``POST``/``DELETE``, other methods) is answered 403
   and never forwarded.
 
-At most ``max_concurrent`` queries are forwarded at once; up to ``DEFAULT_WAITING`` more wait (at most
-``wait_seconds``) and the rest are answered 503 with Retry-After at once. With an ``engine``
+At most ``max_concurrent`` queries are forwarded at once; up to ``DEFAULT_WAITING`` more wait their turn
+in order of arrival (at most ``wait_seconds``, and only while the queue ahead drains within that at the
+recent pace) and the rest are answered 503 with Retry-After at once (``Turns``). With an ``engine``
 (``serve.Engine``), a query that passes its time gets 504 and the engine holding it is restarted (the
 server cannot cancel a running query); while it restarts, queries get 503 with Retry-After.
 
@@ -33,6 +34,8 @@ a line on standard error names the option. The service description leaves out
 
 from __future__ import annotations
 
+import collections
+import functools
 import http.client
 import http.server
 import os
@@ -176,6 +179,29 @@ def screen_request(
     GET and HEAD). Queries are looked for wherever the SPARQL 1.1 Protocol puts them: ``query``
     parameters of the URL, a form body, or an ``application/sparql-query`` body.
     """
+    if method in ("GET", "HEAD") and len(target) <= SCREENED_TARGETS_CHARS:
+        return _screen_target(target, max_depth)  # a pure function of the URL: remembered
+    return _screen(method, target, content_type, content_encoding, body, max_depth)
+
+
+#: Request targets up to this long have the verdict on them remembered, the last ``SCREENED_TARGETS``.
+SCREENED_TARGETS_CHARS = 8 * 1024
+SCREENED_TARGETS = 1024
+
+
+@functools.lru_cache(maxsize=SCREENED_TARGETS)
+def _screen_target(target: str, max_depth: int) -> Refusal | None:
+    return _screen("GET", target, None, None, b"", max_depth)
+
+
+def _screen(
+    method: str,
+    target: str,
+    content_type: str | None,
+    content_encoding: str | None,
+    body: bytes,
+    max_depth: int,
+) -> Refusal | None:
     parts = urllib.parse.urlsplit(target)
     found = _parameters(parts.query, "query string")
     if isinstance(found, Refusal):
@@ -245,9 +271,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         if retry_after is not None:
             self.send_header("Retry-After", str(retry_after))
         self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        self.wfile.write(self._head() + (body if self.command != "HEAD" else b""))
 
     def _body(self) -> bytes | None:
         """The request body, or None once a refusal has been sent."""
@@ -353,10 +377,11 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 RETRY_AFTER,
             )
             return
+        began = time.monotonic()
         try:
             self._forward(body if self.command == "POST" else None)
         finally:
-            self.server.turns.release()
+            self.server.turns.release(time.monotonic() - began)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _handle
 
@@ -464,40 +489,45 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
         if not keep_alive:
             self.send_header("Connection", "close")
-        self.end_headers()
+        # The head goes out with the first piece of the body, and each piece with the next read: one
+        # write (one TCP segment) for a small answer instead of three.
+        held = self._head()
         self.close_connection = True  # until the answer is through
-        if no_body:
-            self.close_connection = not keep_alive
-            return True
-        if buffered is not None:
-            self._write(buffered, False)
+        if no_body or buffered is not None:
+            self.wfile.write(held + (buffered or b"") if not no_body else held)
             self.close_connection = not keep_alive
             return True
         sent = 0
+        holding_body = False
         try:
             while True:
                 try:
                     self._wait_budget(response, deadline)
                     data = response.read1(CHUNK)
                 except TimeoutError:
+                    self._flush(held)
                     self._stop_engine(generation)
                     return False  # unfinished: the client sees a truncated answer
                 except (OSError, http.client.HTTPException) as error:
+                    self._flush(held)
                     settings.log(f"sotakg serve: the answer to {self.command} {self._short()} broke off: {error}")
                     return False  # unfinished: the client sees a truncated answer
                 if not data:
                     break
                 if sent + len(data) > settings.max_result_bytes:
-                    self._write(data[: settings.max_result_bytes - sent], chunked)
+                    self._flush(held + _piece(data[: settings.max_result_bytes - sent], chunked))
                     settings.log(
                         f"sotakg serve: stopped the answer to {self.command} {self._short()} at "
                         f"{settings.max_result_bytes} bytes ({RESULT_OPTION}); the client got a truncated answer"
                     )
                     return False
-                self._write(data, chunked)
+                if holding_body:
+                    self.wfile.write(held)
+                    held = b""
+                held += _piece(data, chunked)
+                holding_body = True
                 sent += len(data)
-            if chunked:
-                self.wfile.write(b"0\r\n\r\n")
+            self.wfile.write(held + b"0\r\n\r\n" if chunked else held)
         except OSError:
             return False  # the client went away
         self.close_connection = not keep_alive
@@ -554,13 +584,28 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             f"of sotakg serve); narrow the query or add a LIMIT\n",
         )
 
-    def _write(self, data: bytes, chunked: bool) -> None:
-        if not data:
-            return
-        if chunked:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        else:
+    def _head(self) -> bytes:
+        """The status line and headers sent so far (``send_response``, ``send_header``), ended, as bytes
+        to write: what ``end_headers`` would write at once."""
+        buffer: list[bytes] = getattr(self, "_headers_buffer", [])
+        if self.request_version != "HTTP/0.9":
+            buffer.append(b"\r\n")
+        self._headers_buffer: list[bytes] = []
+        return b"".join(buffer)
+
+    def _flush(self, data: bytes) -> None:
+        """Write what is held back before giving up on an answer (the client may have gone)."""
+        try:
             self.wfile.write(data)
+        except OSError:
+            pass
+
+
+def _piece(data: bytes, chunked: bool) -> bytes:
+    """``data`` as it goes on the wire: a chunk of a chunked body, or as it is."""
+    if not data:
+        return b""
+    return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
 
 
 def without_federation(body: bytes, content_type: str) -> bytes:
@@ -580,30 +625,53 @@ def without_federation(body: bytes, content_type: str) -> bytes:
 
 
 class Turns:
-    """At most ``running`` holders at once, at most ``waiting`` more queued for a turn; the rest are
-    turned away at once (so overload is an answer, not a hang)."""
+    """At most ``running`` holders at once and at most ``waiting`` more queued for a turn, first come
+    first served; the rest are turned away at once, so overload is an answer, not a hang.
+
+    A newcomer is also turned away at once when the queue ahead of it would not drain within the
+    wait it is allowed (its place times the recent time per turn, shared by the running slots): a
+    client told "busy" after a wait it could never have survived waited for nothing. A queued one
+    waits at most ``seconds``; turns go to the longest waiting first (a plain semaphore wakes waiters
+    in no order, so under a steady load some starved past their wait while others had many turns)."""
 
     def __init__(self, running: int, waiting: int):
-        self._slots = threading.BoundedSemaphore(running)
+        self._running = running
+        self._free = running
         self._lock = threading.Lock()
-        self._waiting = 0
+        self._queue: collections.deque[threading.Lock] = collections.deque()
         self._max_waiting = waiting
+        self._seconds_per_turn = 0.0  # a moving average of how long a turn is held
 
     def acquire(self, seconds: float) -> bool:
-        if self._slots.acquire(blocking=False):
+        """Take a turn, waiting at most ``seconds``; False when none could be had."""
+        with self._lock:
+            if self._free > 0 and not self._queue:
+                self._free -= 1
+                return True
+            ahead = len(self._queue)
+            if ahead >= self._max_waiting or (ahead + 1) * self._seconds_per_turn > seconds * self._running:
+                return False
+            waiter = threading.Lock()
+            waiter.acquire()
+            self._queue.append(waiter)
+        if waiter.acquire(timeout=seconds):
             return True
         with self._lock:
-            if self._waiting >= self._max_waiting:
-                return False
-            self._waiting += 1
-        try:
-            return self._slots.acquire(timeout=seconds)
-        finally:
-            with self._lock:
-                self._waiting -= 1
+            try:
+                self._queue.remove(waiter)
+            except ValueError:
+                return True  # handed a turn just as the wait ran out: it is this one's
+        return False
 
-    def release(self) -> None:
-        self._slots.release()
+    def release(self, held: float | None = None) -> None:
+        """Give the turn back (``held``: for how many seconds it was held), to the first in line if any."""
+        with self._lock:
+            if held is not None:
+                self._seconds_per_turn += (held - self._seconds_per_turn) / 8
+            if self._queue:
+                self._queue.popleft().release()
+            else:
+                self._free += 1
 
 
 class GuardServer(http.server.ThreadingHTTPServer):

@@ -1,0 +1,326 @@
+"""The query check's lexer and check as they were before the lexer's hot path moved into the regex
+engine (``sotakg.query.sparql``): a per-character, per-token Python loop, kept verbatim as the
+reference that ``tests/test_sparql_lexer.py`` holds the fast one to (same tokens, same refusals)."""
+
+# ruff: noqa: E501
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from sotakg.errors import QueryRefused
+from sotakg.query.sparql import (
+    _CLOSERS,
+    _OPENERS,
+    _TERM_KINDS,
+    MAX_DEPTH,
+    QUERY_FORMS,
+    UPDATE_KEYWORDS,
+    QueryLimits,
+    Token,
+    position,
+)
+
+# The terminals of SPARQL 1.1 as the engine (Oxigraph 0.5's spargebra) parses them: its grammar is a
+# PEG, whose repetitions never give back what they matched, hence the possessive quantifiers. Where
+# the engine departs from the W3C grammar, the engine wins (PN_CHARS_BASE stops at U+FFFD; a local
+# name holds at most one run of dots), because what matters is what the engine will see.
+_BASE = (
+    "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02ff\u0370-\u037d\u037f-\u1fff\u200c-\u200d"
+    "\u2070-\u218f\u2c00-\u2fef\u3001-\ud7ff\uf900-\ufdcf\ufdf0-\ufffd"
+)
+_U = "_" + _BASE
+_CHARS = "\\-0-9\u00b7\u0300-\u036f\u203f-\u2040" + _U
+_PLX = r"(?:%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%])"
+_PN_PREFIX = f"[{_BASE}][{_CHARS}]*+(?:\\.++[{_CHARS}]++)*+"
+_PN_LOCAL = f"(?:[{_U}:0-9]|{_PLX})(?:[{_CHARS}:]|{_PLX})*+(?:\\.++(?:[{_CHARS}:]|{_PLX})++)?+"
+_PNAME = re.compile(f"(?:{_PN_PREFIX})?+:(?:{_PN_LOCAL})?+")
+_BLANK_NODE = re.compile(f"_:[{_U}0-9][{_CHARS}]*+(?:\\.++[{_CHARS}]++)*+")
+_VAR = re.compile(f"[?$][{_U}0-9][{_U}0-9\u00b7\u0300-\u036f\u203f-\u2040]*+")
+_WORD = re.compile(f"[{_U}][{_U}0-9]*+")
+_LANGTAG = re.compile(r"@[a-zA-Z]++(?:-[a-zA-Z0-9]++)*+(?:--[a-zA-Z]++)?+")
+_NUMBER = re.compile(
+    r"[0-9]++\.[0-9]*+[eE][+-]?[0-9]++|\.[0-9]++[eE][+-]?[0-9]++|[0-9]++[eE][+-]?[0-9]++|[0-9]*+\.[0-9]++|[0-9]++"
+)
+_ESCAPES = r"""\\[tbnrf"'\\]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"""
+_STRING = {
+    "'''": re.compile("'''(?:(?:''|')?+(?:[^'\\\\]|" + _ESCAPES + "))*+'''"),
+    '"""': re.compile('"""(?:(?:""|")?+(?:[^"\\\\]|' + _ESCAPES + '))*+"""'),
+    "'": re.compile("'(?:[^'\\\\\\n\\r]|" + _ESCAPES + ")*+'"),
+    '"': re.compile('"(?:[^"\\\\\\n\\r]|' + _ESCAPES + ')*+"'),
+}
+# A string the engine cannot read (unterminated, a bad escape) fails the whole query there; it is
+# still taken as one token so that tools reading unfinished text (the console) see where it runs.
+_LOOSE_STRING = {
+    "'''": re.compile(r"'''(?:[^'\\]|\\.|'(?!''))*+(?:'''|\Z)", re.S),
+    '"""': re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*+(?:"""|\Z)', re.S),
+    "'": re.compile(r"'(?:[^'\\\n\r]|\\.)*+(?:'|$)", re.M),
+    '"': re.compile(r'"(?:[^"\\\n\r]|\\.)*+(?:"|$)', re.M),
+}
+#: An IRI as SPARQL 1.1 defines it. Where the engine compares (``?a<?b>?c``), the standard's longest
+#: token rule reads an IRI: such text is refused rather than given two meanings.
+_STANDARD_IRIREF = re.compile(r'<[^<>"{}|^`\\\x00-\x20]*+>')
+_WHITESPACE = re.compile(r"[ \t\r\n]++")
+_COMMENT_END = re.compile(r"[\r\n]")
+#: Tokens after which a ``<`` inside an expression compares rather than opens an IRI.
+_OPERAND_KINDS = frozenset({"var", "iri", "pname", "string", "number", "langtag"})
+
+
+@dataclass
+class _Frame:
+    """An open bracket while lexing: which one, and what the engine parses inside it. A ``{`` (and
+    the text outside every bracket) holds a pattern, a projection (after SELECT) or solution
+    modifiers (after the WHERE group); a ``(`` holds an expression or not (a collection, a path,
+    VALUES); ``[`` never does."""
+
+    opener: str
+    mode: str
+
+
+def _opens_expression(frame: _Frame, previous: Token | None, before: Token | None) -> bool:
+    """Whether a ``(`` opens an expression, from what encloses it and the two tokens before it."""
+    if frame.opener == "(":
+        return frame.mode == "expression"
+    if frame.opener == "[":
+        return False
+    if frame.mode in ("projection", "modifiers"):  # SELECT (…), GROUP BY (…), HAVING, ORDER BY
+        return not (previous is not None and previous.kind == "word" and previous.text.upper() == "VALUES")
+    if previous is None:
+        return False
+    if previous.kind == "word" and previous.text.upper() in ("FILTER", "BIND"):
+        return True
+    # FILTER regex(…), FILTER <f>(…), FILTER ex:f(…)
+    return (
+        previous.kind in ("word", "iri", "pname")
+        and before is not None
+        and before.kind == "word"
+        and before.text.upper() == "FILTER"
+    )
+
+
+def _compares(frame: _Frame, previous: Token | None) -> bool:
+    """Whether a ``<`` here is the less-than operator: only inside an expression, after an operand."""
+    if frame.opener != "(" or frame.mode != "expression" or previous is None:
+        return False
+    if previous.kind in _OPERAND_KINDS:
+        return True
+    if previous.kind == "punct":
+        return previous.text == ")"
+    return previous.kind == "word" and previous.text.lower() in ("true", "false")
+
+
+# The engine reads an IRI as ``<``, anything but ``>``, ``>``, then checks it: wherever an IRI may
+# start, a ``<`` is an IRI or a syntax error (``<<`` aside, which no valid IRI begins with).
+
+
+def tokens(text: str) -> Iterator[Token]:
+    """Split SPARQL text into tokens as the query engine does, skipping whitespace and comments.
+
+    Strings, IRIs, prefixed names (with their ``\\#`` and ``\\'`` escapes) and variables are single
+    tokens, so a keyword inside them (``"DROP ALL"``, ``<http://x/load>``) is never taken for one,
+    and a ``#`` or a quote is a comment or a string exactly where the engine takes it for one. A
+    ``<`` opens an IRI except inside an expression after an operand, where it compares: that needs
+    the brackets around it, which are tracked (``_Frame``). Signs are separate ``punct`` tokens, as
+    the engine allows blanks between a sign and its number. Runs in time linear in the text."""
+    stack = [_Frame("", "modifiers")]
+    next_close = -2  # where the next ">" is (-1: none), found once per stretch: linear even for "< < < …"
+    previous: Token | None = None
+    before: Token | None = None
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n":
+            i = _WHITESPACE.match(text, i).end()  # type: ignore[union-attr]
+            continue
+        if c == "#":
+            end = _COMMENT_END.search(text, i)
+            i = end.start() if end else n
+            continue
+        frame = stack[-1]
+        if c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            match = _STRING[quote].match(text, i) or _LOOSE_STRING[quote].match(text, i)
+            token = Token("string", text[i : match.end() if match else n], i)
+        elif c == "<" and not text.startswith("<<", i) and not _compares(frame, previous):
+            if next_close != -1 and next_close < i:
+                next_close = text.find(">", i)
+            token = Token("iri", text[i : next_close + 1], i) if next_close > i else Token("punct", c, i)
+        elif c in "?$" and (var := _VAR.match(text, i)):
+            token = Token("var", var.group(), i)
+        elif c == "@" and (tag := _LANGTAG.match(text, i)):
+            token = Token("langtag", tag.group(), i)
+        elif (c.isdigit() or c == ".") and (number := _NUMBER.match(text, i)):
+            token = Token("number", number.group(), i)
+        elif c == "_" and (blank := _BLANK_NODE.match(text, i)):
+            token = Token("pname", blank.group(), i)
+        elif (name := _PNAME.match(text, i)) and name.end() > i:
+            token = Token("pname", name.group(), i)
+        elif word := _WORD.match(text, i):
+            token = Token("word", word.group(), i)
+        else:
+            token = Token("punct", c, i)
+        i = token.offset + len(token.text)
+        if token.kind == "punct":
+            if c == "(":
+                stack.append(_Frame("(", "expression" if _opens_expression(frame, previous, before) else "plain"))
+            elif c == "[":
+                stack.append(_Frame("[", "plain"))
+            elif c == "{":
+                if frame.opener in ("", "{") and frame.mode == "projection":
+                    frame.mode = "modifiers"  # once this WHERE group closes
+                stack.append(_Frame("{", "pattern"))
+            elif c in ")]}" and len(stack) > 1:
+                stack.pop()
+        elif token.kind == "word" and token.text.upper() == "SELECT" and frame.opener in ("", "{"):
+            frame.mode = "projection"
+        before, previous = previous, token
+        yield token
+
+
+#: Prefix operators the engine's parser recurses on, one level each: ``!``, unary ``-`` and ``+`` in
+#: expressions, ``^`` (inverse) and ``!`` (negation) in property paths.
+_UNARY = frozenset("!-+^")
+
+
+class _Depth:
+    """How deep the engine's parser recurses, fed one token at a time (see ``nesting_depth``)."""
+
+    def __init__(self) -> None:
+        self.open_brackets: list[int] = []  # for each open bracket, the prefix operators waiting on it
+        self.pending = 0  # prefix operators since the last operand or bracket
+        self.waiting = 0  # sum(open_brackets), kept as we go
+
+    def feed(self, token: Token) -> int:
+        """The level this token reaches."""
+        if token.kind == "punct" and token.text in _UNARY:
+            self.pending += 1
+            return len(self.open_brackets) + self.waiting + self.pending
+        if token.kind == "punct" and token.text in _OPENERS:
+            self.open_brackets.append(self.pending)
+            self.waiting += self.pending
+            self.pending = 0
+            return len(self.open_brackets) + self.waiting
+        if token.kind == "punct" and token.text in _CLOSERS and self.open_brackets:
+            self.waiting -= self.open_brackets.pop()
+        self.pending = 0
+        return 0
+
+
+def nesting_depth(text: str) -> tuple[int, int]:
+    """The deepest nesting of (), {} and [] outside strings, IRIs and comments, counting each prefix
+    operator (``!``, ``-``, ``+``, ``^``) in a run of them as one more level until its operand ends,
+    and the offset of the token that first reached it.
+
+    The engine's parser recurses once per bracket and once per prefix operator, so
+    ``FILTER(!!!…!true)`` is as deep as that many parentheses. Operators before a bracket stay open
+    until the bracket closes; a binary ``-`` or ``+`` counts for a moment, which errs on the safe side.
+    """
+    depth = _Depth()
+    deepest = where = 0
+    for token in tokens(text):
+        level = depth.feed(token)
+        if level > deepest:
+            deepest, where = level, token.offset
+    return deepest, where
+
+
+#: Words the engine would act on even glued to other letters: it matches keywords by prefix, with no
+#: word boundary (``trueSERVICE``, ``1SERVICE`` and ``SERVICE:x`` reach its SERVICE rule).
+_NETWORK_KEYWORDS = ("SERVICE", "FROM")
+_KEYWORD_IN_WORD = re.compile("|".join(sorted({*UPDATE_KEYWORDS, *_NETWORK_KEYWORDS}, key=len, reverse=True)), re.I)
+_NETWORK_IN_PREFIX = re.compile("|".join(_NETWORK_KEYWORDS), re.I)
+
+
+def _keyword_at(token: Token) -> tuple[str, int] | None:
+    """A keyword the engine could read in this token, and its offset in the token."""
+    if token.kind == "word" or token.kind == "number":
+        found = _KEYWORD_IN_WORD.search(token.text)
+    elif token.kind == "pname" and not token.text.startswith("_:"):
+        found = _NETWORK_IN_PREFIX.search(token.text.split(":", 1)[0])
+    else:
+        return None
+    return (found.group().upper(), found.start()) if found else None
+
+
+def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | None = None) -> str | None:
+    """Refuse (QueryRefused) a text that is SPARQL Update, uses SERVICE, LOAD or a FROM clause, nests
+    brackets and prefix operators deeper than ``max_depth`` (``nesting_depth``), or is bigger than
+    ``limits`` allow (characters, tokens, terms, UNION arms). Returns the query form (``query_form``).
+
+    The text is read with ``tokens``, which splits it as the engine does, and a keyword is refused
+    wherever the engine could read it, glued to other letters included (``trueSERVICE``). One pass,
+    stopping at the first limit passed: the cost is bounded whatever the size of the text."""
+    limits = limits or QueryLimits(max_depth=max_depth)
+    if len(text) > limits.max_chars:
+        raise QueryRefused(
+            f"the query is {len(text)} characters long; the limit is {limits.max_chars}. Split it into smaller queries"
+        )
+    form = None
+    count = terms = unions = 0
+    max_tokens, max_terms, max_unions = limits.max_terms * 4, limits.max_terms, limits.max_unions
+    depth = _Depth()
+    for token in tokens(text):
+        count += 1
+        kind = token.kind
+        if kind in _TERM_KINDS:
+            terms += 1
+        elif kind == "word" and token.text.upper() == "UNION":
+            unions += 1
+        if count > max_tokens or terms > max_terms or unions > max_unions:
+            limit, what = (
+                (max_tokens, "tokens")
+                if count > max_tokens
+                else (max_terms, "terms (variables, IRIs, names, literals)")
+                if terms > max_terms
+                else (max_unions, "UNIONs")
+            )
+            line, column = position(text, token.offset)
+            raise QueryRefused(
+                f"the query has more than {limit} {what} (line {line}, column {column}); the engine "
+                f"could not evaluate it safely. Split it into smaller queries"
+            )
+        if depth.feed(token) > limits.max_depth:
+            line, column = position(text, token.offset)
+            raise QueryRefused(
+                f"the query nests brackets and prefix operators (! - + ^) more than {limits.max_depth} levels "
+                f"deep (line {line}, column {column} reaches level {limits.max_depth + 1}); the limit is "
+                f"{limits.max_depth}"
+            )
+        if token.kind == "punct" and token.text == "<" and _STANDARD_IRIREF.match(text, token.offset):
+            line, column = position(text, token.offset)
+            raise QueryRefused(
+                f"'<' at line {line}, column {column} reads as an IRI in SPARQL 1.1 and as 'less than' in the "
+                f"engine; put a space after '<' to compare"
+            )
+        if kind == "punct" or kind == "var" or kind == "iri" or kind == "string":
+            continue  # nothing the engine could read as a keyword
+        if form is None and kind == "word" and token.text.upper() in QUERY_FORMS:
+            form = token.text.upper()
+        found = _keyword_at(token)
+        if found is None:
+            continue
+        keyword, inside = found
+        line, column = position(text, token.offset + inside)
+        where = f"line {line}, column {column}"
+        if keyword == "SERVICE":
+            raise QueryRefused(
+                f"SERVICE ({where}) would make the store query a remote endpoint over the network; "
+                f"queries here run on the local graph only"
+            )
+        if keyword == "LOAD":
+            raise QueryRefused(
+                f"LOAD ({where}) would make the store fetch data from the network and change the graph; "
+                f"queries here are read-only (add records under the data folder instead)"
+            )
+        if keyword in UPDATE_KEYWORDS:
+            raise QueryRefused(
+                f"{keyword} ({where}) is SPARQL Update, and the graph is read-only here: it is compiled "
+                f"from the data folder. Only SELECT, ASK, CONSTRUCT and DESCRIBE queries run"
+            )
+        if keyword == "FROM":
+            raise QueryRefused(
+                f"FROM ({where}) names a dataset the store would have to fetch; everything is in the "
+                f"store's default graph, so leave the FROM clause out"
+            )
+    return form
