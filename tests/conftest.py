@@ -77,6 +77,8 @@ def _restore_interrupt_handlers():
 
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
+#: An environment without credentials, for commands that must not send any.
+NO_CREDENTIALS = {"SOTAKG_USER": None, "SOTAKG_PASSWORD": None, "SOTAKG_TOKEN": None}
 
 
 def assert_golden(name: str, text: str) -> None:

@@ -31,9 +31,8 @@ from sotakg.console import (
 )
 from sotakg.query.sparql import LocalBackend
 
-from .conftest import REPO, SHIPPED_DATA, subprocess_env
+from .conftest import GOLDEN, REPO, SHIPPED_DATA, subprocess_env
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
 CITING = ".run practices-citing paper=LIT-051\n"
 SLOW = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l };\n"
 

@@ -29,7 +29,7 @@ from sotakg.records.schema import Anthology, Record, load_anthology
 from sotakg.resources import ontology_path
 from sotakg.views.diff import link_target, markdown_code, markdown_text, printable, record_changes
 
-from .conftest import SHIPPED_DATA
+from .conftest import NO_CREDENTIALS, SHIPPED_DATA
 from .gitrepo import commit, git, isolate_git, new_repository, set_fields
 from .servers import closed_port, oxigraph
 
@@ -211,12 +211,6 @@ def test_a_hostile_file_name_is_shown_with_its_control_characters_escaped(runner
         )
         assert not any(character in result.output for character in "\x1b\u202e")
         assert "\n# HACKED" not in result.output
-
-
-def commit_rename(repo: Path, old: str, new: str) -> str:
-    practices = repo / "data" / "practices"
-    (practices / old).rename(practices / new)
-    return commit(repo, "rename")
 
 
 COMMONMARK = MarkdownIt("commonmark").enable(["table", "strikethrough"])
@@ -625,7 +619,6 @@ def test_load_anthology_of_a_revision_equals_the_checked_out_folder(history: His
 # ------------------------------------------------------------------------------------ publish --since
 
 
-NO_CREDENTIALS = {"SOTAKG_USER": None, "SOTAKG_PASSWORD": None, "SOTAKG_TOKEN": None}
 GRAPH = "https://example.org/graphs/sotakg"
 
 

@@ -11,9 +11,7 @@ import pytest
 
 from sotakg.cli import cli
 
-from .conftest import FIXTURES, SEED_PAGE, SHIPPED_DATA
-
-GOLDEN = Path(__file__).resolve().parent / "golden"
+from .conftest import FIXTURES, GOLDEN, SEED_PAGE, SHIPPED_DATA
 
 
 def tree(folder: Path) -> dict[str, bytes]:

@@ -21,3 +21,10 @@ def test_mypy():
     pytest.importorskip("mypy")
     result = subprocess.run([sys.executable, "-m", "mypy", "src/sotakg"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(shutil.which("vulture") is None, reason="vulture is not installed (pip install -e '.[test]')")
+def test_no_dead_code():
+    # Paths and the allow-list come from [tool.vulture] in pyproject.toml.
+    result = subprocess.run(["vulture"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

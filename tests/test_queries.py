@@ -28,9 +28,8 @@ from sotakg.query.results import SelectResult
 from sotakg.query.sparql import LocalBackend
 from sotakg.records.schema import load_anthology
 
-from .conftest import assert_golden, invoke
+from .conftest import REPO, assert_golden, invoke
 
-REPO = Path(__file__).resolve().parent.parent
 INJECTION = 'LIT-051" } ; DROP ALL ; #'
 
 FIXED_NAMES = {

@@ -23,6 +23,8 @@ from sotakg.query.sparql import run_query
 from sotakg.server.publish import publish
 from sotakg.server.serve import OxigraphServer, free_port
 
+from .conftest import NO_CREDENTIALS
+from .conftest import invoke as invoke_cli
 from .servers import Stub, closed_port, digest_guard, oxigraph, silent_port, stub_server
 
 XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
@@ -30,7 +32,6 @@ XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
 GRAPH = "https://example.org/graphs/sotakg"
 CANNED = load_canned()
 RECORDS = ["SOTA-049", "SOTA-017", "SOTA-076", "SOTA-214", "LIT-051", "ADR-020", "ADR-026"]
-NO_CREDENTIALS = {"SOTAKG_USER": None, "SOTAKG_PASSWORD": None, "SOTAKG_TOKEN": None}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +46,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory, built_store: tuple[Path, 
 
 
 def invoke(runner, built_store, *args: str):
-    data, store = built_store
-    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args], env=NO_CREDENTIALS)
+    return invoke_cli(runner, built_store, *args, env=NO_CREDENTIALS)
 
 
 def as_set(json_text: str) -> tuple[list[str], set[str]]:

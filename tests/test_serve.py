@@ -31,16 +31,11 @@ from sotakg.query.remote import RemoteBackend
 from sotakg.query.sparql import LocalBackend
 from sotakg.server import guard, serve
 
-from .conftest import SHIPPED_DATA, subprocess_env
+from .conftest import SHIPPED_DATA, invoke, subprocess_env
 from .servers import Stub, free_port, stop, stub_server, wait_until_answers
 
 ASK = "/query?query=ASK%7B%7D"
 COUNT = "/query?query=" + urllib.parse.quote("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
-
-
-def invoke(runner, built_store, *args: str):
-    data, store = built_store
-    return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args])
 
 
 # ------------------------------------------------------------------------------------------ --get

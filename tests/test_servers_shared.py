@@ -24,12 +24,12 @@ import pytest
 from sotakg.cli import cli
 from sotakg.query.canned import load_canned
 
+from .conftest import NO_CREDENTIALS
 from .servers import oxigraph, virtuoso, virtuoso_missing
 
 GRAPH = "https://example.org/graphs/sotakg-shared"
 CANNED = load_canned()
 RECORDS = ["SOTA-049", "SOTA-017", "SOTA-076", "SOTA-214", "LIT-051", "ADR-020", "ADR-026"]
-NO_CREDENTIALS = {"SOTAKG_USER": None, "SOTAKG_PASSWORD": None, "SOTAKG_TOKEN": None}
 TRIPLES = 784
 
 

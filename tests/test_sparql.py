@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -26,9 +25,8 @@ from sotakg.query.sparql import (
     values_clause,
 )
 
-from .conftest import invoke
+from .conftest import REPO, invoke
 
-REPO = Path(__file__).resolve().parent.parent
 SLOW = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l }"
 
 
@@ -406,9 +404,7 @@ def test_values_clause_escapes_what_it_binds(backend):
     assert (
         clause == '\nVALUES (?text ?paper) { ("LIT-051\\" } ; DROP ALL ; #" <https://w3id.org/sotakg/id/LIT-051>) }\n'
     )
-    text = (
-        "SELECT ?text ?paper ?p WHERE { ?p cito:cites ?paper ; dcterms:title ?t FILTER(CONTAINS(?t, ?text)) }"
-    )
+    text = "SELECT ?text ?paper ?p WHERE { ?p cito:cites ?paper ; dcterms:title ?t FILTER(CONTAINS(?t, ?text)) }"
     result = run_query(backend, text + clause)
     assert isinstance(result, SelectResult)
     assert result.rows == ()

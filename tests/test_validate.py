@@ -38,8 +38,8 @@ from sotakg.rules.validate import (
     validate_store,
 )
 
-REPO = Path(__file__).resolve().parent.parent
-GOLDEN = Path(__file__).resolve().parent / "golden"
+from .conftest import GOLDEN, REPO
+
 SARIF_SUBSET_SCHEMA = Path(__file__).resolve().parent / "schemas" / "sarif-2.1.0-subset.schema.json"
 
 TURTLE_PREFIXES = """
