@@ -33,7 +33,6 @@ from ..records.schema import Anthology, load_anthology
 from .publish import DEFAULT_MAX_BYTES, PublishReport, graph_store_url, publish, update_endpoint_beside
 
 SPARQL_UPDATE = "application/sparql-update"
-#: Graph Store endpoints whose update endpoint is a sibling (Oxigraph /store, Fuseki /DATASET/data).
 
 
 @dataclass(frozen=True)
