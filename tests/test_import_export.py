@@ -453,3 +453,16 @@ def test_a_record_file_that_is_a_link_is_never_read_or_written_through(runner, d
     assert not record.is_symlink()
     assert record.read_bytes() == (SHIPPED_DATA / "practices" / "SOTA-049.yaml").read_bytes()
     assert victim.read_text(encoding="utf-8") == "id: SOTA-049\ntitle: kept\n"
+
+
+@pytest.mark.parametrize("version", ["9" * 5000, "١٢"])
+def test_a_row_version_that_is_no_small_ascii_number_is_refused_naming_the_row(runner, tmp_path, version):
+    page = tmp_path / "page.md"
+    page.write_text(SEED_PAGE.read_text(encoding="utf-8").replace("| SOTA-017 v2 |", f"| SOTA-017 v{version} |", 1))
+    assert f"SOTA-017 v{version}" in page.read_text(encoding="utf-8")
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "page.md:" in result.output and "SOTA-017" in result.output
+    assert len(result.output) < 400  # the number is never quoted whole
+    assert not (tmp_path / "data").exists()

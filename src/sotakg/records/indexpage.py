@@ -28,7 +28,9 @@ COUNT_RE = re.compile(r"^(?P<count>\d+) of (?P<total>\d+) SOTA documents\. Back 
 RECORD_ID_RE = re.compile(r"\b(?:SOTA|LIT|ADR)-\d+\b")
 LIT_RE = re.compile(r"\bLIT-\d+\b")
 ADR_RE = re.compile(r"\bADR-\d+\b")
-PRACTICE_CELL_RE = re.compile(r"^(?P<id>SOTA-\d+)(?: v(?P<version>\d+))?$")
+#: A row's version is a small count; a number of thousands of digits is refused before conversion.
+MAX_VERSION_DIGITS = 6
+PRACTICE_CELL_RE = re.compile(r"^(?P<id>SOTA-[0-9]+)(?: v(?P<version>[0-9]+))?$")
 CITATION_RE = re.compile(
     r"^(?P<authors>[^()|]+?) \((?P<years>\d{4}[a-z]?(?:, \d{4}[a-z]?)*)\), "
     r"(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)(?P<rest>.*)$",
@@ -215,6 +217,11 @@ def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) 
             f"{source}:{number}: expected a practice id such as 'SOTA-017' or 'SOTA-017 v2', got {id_cell!r}"
         )
     practice_id = match["id"]
+    if len(match["version"] or "") > MAX_VERSION_DIGITS:
+        raise ImportProblem(
+            f"{source}:{number}: row {practice_id[:40]}: version v{match['version'][:12]}... has "
+            f"{len(match['version'])} digits; a version has at most {MAX_VERSION_DIGITS}: fix the id cell"
+        )
     version = int(match["version"] or 1)
     where = f"{source}:{number}: row {practice_id}"
     if not status_cell and _looks_like_status(summary):
