@@ -230,23 +230,52 @@ def records_from_triples(triples: Iterable[Triple]) -> list[Record]:
     return records
 
 
+#: What each field of a record is read back from: (field, how, predicate). ``text`` is a literal's
+#: text, ``int`` its number, ``ids`` the sorted local names of the records it links to, and a
+#: namespace the local name of the one node it links to.
+_FIELDS_OF_KIND: dict[str, list[tuple[str, str, str]]] = {
+    "practice": [
+        ("title", "text", v.TITLE),
+        ("summary", "text", v.SUMMARY),
+        ("status", v.SOTA, v.HAS_STATUS),
+        ("reason", "text", v.REJECTION_REASON),
+        ("reason_names", "ids", v.REASON_NAMES),
+        ("cites", "ids", v.CITES),
+        ("topic", v.TOPIC, v.FILED_UNDER),
+    ],
+    "paper": [
+        ("title", "text", v.TITLE),
+        ("authors", "text", v.AUTHORS),
+        ("year", "int", v.YEAR),
+        ("arxiv", "text", v.ARXIV_ID),
+        ("arxiv_version", "int", v.ARXIV_VERSION),
+        ("url", "text", v.URL),
+        ("locator", "text", v.UNREAD_LOCATOR),
+        ("topic", v.TOPIC, v.FILED_UNDER),
+    ],
+    "adr": [
+        ("title", "text", v.TITLE),
+        ("status", v.SOTA, v.HAS_STATUS),
+        ("summary", "text", v.SUMMARY),
+        ("supersedes", "ids", v.REPLACES),
+        ("superseded_by", v.ID, v.IS_REPLACED_BY),
+    ],
+    "topic": [
+        ("label", "text", v.PREF_LABEL),
+        ("scope", "text", v.SCOPE_NOTE),
+        ("declared_size", "int", v.DECLARED_SIZE),
+    ],
+    "registry": [
+        ("title", "text", v.TITLE),
+        ("description", "text", v.DESCRIPTION),
+        ("declared_size", "int", v.DECLARED_SIZE),
+        ("governed_by", "ids", v.GOVERNED_BY),
+    ],
+}
+
+
 def _record_from_props(kind: str, subject: str, props: dict[str, list[Any]]) -> Record:
     fields: dict[str, Any] = {}
-
-    def one(prop: str) -> Any:
-        values = props.get(prop, [])
-        return values[0] if values else None
-
-    def text(name: str, prop: str) -> None:
-        value = one(prop)
-        if value is not None:
-            fields[name] = value.value
-
-    def ids(name: str, prop: str) -> None:
-        values = sorted(_local(node, v.ID) or "" for node in props.get(prop, []))
-        if values:
-            fields[name] = values
-
     if kind == "registry":
         record_id = REGISTRY_ID
     elif kind == "topic":
@@ -255,59 +284,22 @@ def _record_from_props(kind: str, subject: str, props: dict[str, list[Any]]) -> 
         record_id = subject[len(v.ID) :]
     if kind != "registry":
         fields["id"] = record_id
-    if kind == "practice":
-        current = one(v.CURRENT_VERSION)
-        if current is not None:
-            fields["version"] = int(current.value.rsplit("-v", 1)[1])
-        text("title", v.TITLE)
-        text("summary", v.SUMMARY)
-        status = _local(one(v.HAS_STATUS), v.SOTA)
-        if status is not None:
-            fields["status"] = status
-        text("reason", v.REJECTION_REASON)
-        ids("reason_names", v.REASON_NAMES)
-        ids("cites", v.CITES)
-        topic = _local(one(v.FILED_UNDER), v.TOPIC)
-        if topic is not None:
-            fields["topic"] = topic
-    elif kind == "paper":
-        text("title", v.TITLE)
-        text("authors", v.AUTHORS)
-        year = one(v.YEAR)
-        if year is not None:
-            fields["year"] = int(year.value)
-        text("arxiv", v.ARXIV_ID)
-        arxiv_version = one(v.ARXIV_VERSION)
-        if arxiv_version is not None:
-            fields["arxiv_version"] = int(arxiv_version.value)
-        text("url", v.URL)
-        text("locator", v.UNREAD_LOCATOR)
-        topic = _local(one(v.FILED_UNDER), v.TOPIC)
-        if topic is not None:
-            fields["topic"] = topic
-    elif kind == "adr":
-        text("title", v.TITLE)
-        status = _local(one(v.HAS_STATUS), v.SOTA)
-        if status is not None:
-            fields["status"] = status
-        text("summary", v.SUMMARY)
-        ids("supersedes", v.REPLACES)
-        replaced_by = _local(one(v.IS_REPLACED_BY), v.ID)
-        if replaced_by is not None:
-            fields["superseded_by"] = replaced_by
-    elif kind == "topic":
-        text("label", v.PREF_LABEL)
-        text("scope", v.SCOPE_NOTE)
-        size = one(v.DECLARED_SIZE)
-        if size is not None:
-            fields["declared_size"] = int(size.value)
-    elif kind == "registry":
-        text("title", v.TITLE)
-        text("description", v.DESCRIPTION)
-        size = one(v.DECLARED_SIZE)
-        if size is not None:
-            fields["declared_size"] = int(size.value)
-        ids("governed_by", v.GOVERNED_BY)
+    if kind == "practice" and props.get(v.CURRENT_VERSION):
+        fields["version"] = int(props[v.CURRENT_VERSION][0].value.rsplit("-v", 1)[1])
+    for name, how, prop in _FIELDS_OF_KIND[kind]:
+        values = props.get(prop, [])
+        if not values:
+            continue
+        if how == "text":
+            fields[name] = values[0].value
+        elif how == "int":
+            fields[name] = int(values[0].value)
+        elif how == "ids":
+            fields[name] = sorted(_local(node, v.ID) or "" for node in values)
+        else:
+            local = _local(values[0], how)
+            if local is not None:
+                fields[name] = local
     spec = KINDS[kind]
     ordered = {f.name: fields[f.name] for f in spec.fields if f.name in fields}
     return Record(kind, record_id, ordered)
