@@ -118,6 +118,11 @@ class Measurement:
 TIME = Path("/usr/bin/time")
 
 
+def oxigraph_query_command(store: Path, query_file: Path) -> list[str]:
+    """The oxigraph CLI asking ``query_file`` of ``store``, with TSV results: the baseline of a query."""
+    return ["oxigraph", "query", "--location", str(store), "--query-file", str(query_file), "--results-format", "tsv"]
+
+
 def _run_once(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[float, int, int, str]:
     """Run ``argv``; return (seconds, exit code, peak RSS in KiB, the end of its standard error).
 
@@ -420,16 +425,7 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
         query_file.write_text(with_prefixes(text))
         m(
             f"oxigraph query {name}",
-            [
-                "oxigraph",
-                "query",
-                "--location",
-                str(ox_store),
-                "--query-file",
-                str(query_file),
-                "--results-format",
-                "tsv",
-            ],
+            oxigraph_query_command(ox_store, query_file),
             scratch,
         )
         if canned:
@@ -502,16 +498,7 @@ def shipped_lookups(runner: Runner, scratch: Path) -> None:
         query_file.write_text(with_prefixes(with_values(canned_query.text, bind_parameters(canned_query, raw))))
         runner.measure(
             f"oxigraph query {name} (shipped data)",
-            [
-                "oxigraph",
-                "query",
-                "--location",
-                str(ox_store),
-                "--query-file",
-                str(query_file),
-                "--results-format",
-                "tsv",
-            ],
+            oxigraph_query_command(ox_store, query_file),
             folder,
         )
         params = [arg for p in canned_query.params for arg in ("-p", p.usage())]

@@ -7,21 +7,26 @@ import re
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
 from .conftest import REPO, subprocess_env
 
 
-def test_wheel_contains_resources_and_works_installed(tmp_path):
+def build_wheel(folder: Path) -> Path:
+    """The wheel of this checkout, built into ``folder`` (skipped without hatchling)."""
     hatchling_build = pytest.importorskip("hatchling.build")
     cwd = os.getcwd()
     os.chdir(REPO)
     try:
-        name = hatchling_build.build_wheel(str(tmp_path))
+        return folder / hatchling_build.build_wheel(str(folder))
     finally:
         os.chdir(cwd)
-    wheel = tmp_path / name
+
+
+def test_wheel_contains_resources_and_works_installed(tmp_path):
+    wheel = build_wheel(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "sotakg/ontology/sotakg.ttl" in names
     assert any(n.startswith("sotakg/shapes/") for n in names)
@@ -41,14 +46,7 @@ def test_wheel_contains_resources_and_works_installed(tmp_path):
 def test_one_install_brings_what_the_three_uses_need(tmp_path):
     """`pip install sotakg` (no extras) brings the build's, the console's and the server's packages; the
     old extras are empty aliases, so `pip install 'sotakg[serve]'` still works."""
-    hatchling_build = pytest.importorskip("hatchling.build")
-    cwd = os.getcwd()
-    os.chdir(REPO)
-    try:
-        name = hatchling_build.build_wheel(str(tmp_path))
-    finally:
-        os.chdir(cwd)
-    with zipfile.ZipFile(tmp_path / name) as wheel:
+    with zipfile.ZipFile(build_wheel(tmp_path)) as wheel:
         metadata = next(wheel.read(n).decode() for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
     requires = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
     required = {re.split(r"[<>=;\[ ]", r, maxsplit=1)[0].lower() for r in requires if "extra ==" not in r}
