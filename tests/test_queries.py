@@ -790,3 +790,10 @@ def test_every_shipped_header_takes_the_quick_reader():
         lines, _first = _header_lines(path.read_text(encoding="utf-8"), AssertionError)
         source = "\n".join(lines)
         assert quick_header(source) == yaml.safe_load(source), path.name
+
+
+@pytest.mark.parametrize(("name", "raw"), [("practices-citing", {"paper": "LIT-٠٥١"}), ("papers-since", {"since": "٢٠٢٣"})])
+def test_the_library_refuses_digits_of_another_script(name, raw):
+    # The CLI refuses them too; the library must on its own (serve, console and Python callers).
+    with pytest.raises(ParameterProblem):
+        bind_parameters(find_canned(name), raw)

@@ -37,7 +37,7 @@ HEADER_KEYS = ("summary", "description", "params")
 PARAM_KEYS = ("name", "type", "pattern", "example", "description")
 PARAM_TYPES = ("id", "iri", "string", "integer")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INTEGER = re.compile(r"[+-]?\d+")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 _ABSOLUTE_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|\\^`]*")
 _CURIE = re.compile(r"([A-Za-z][\w.-]*)?:([^\s<>\"{}|\\^`]*)")
 
@@ -426,7 +426,8 @@ def bind_value(parameter: Parameter, value: str) -> Any:
     def wrong() -> ParameterProblem:
         return ParameterProblem(f"parameter {parameter.name} must {parameter.expected_form()}, not {value!r}")
 
-    if parameter.pattern is not None and not re.fullmatch(parameter.pattern, value):
+    # ASCII: a query's \\d means 0-9 here, as in SPARQL, never another script's digits.
+    if parameter.pattern is not None and not re.fullmatch(parameter.pattern, value, re.ASCII):
         raise wrong()
     if parameter.type == "id":
         try:

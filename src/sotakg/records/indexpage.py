@@ -24,26 +24,28 @@ DASH = " — "
 HEADER = "| # | Title | Summary | Status |"
 RULE = "|---|---|---|---|"
 STATUSES = ("Active", "Proposed", "Rejected")
-COUNT_RE = re.compile(r"^(?P<count>\d+) of (?P<total>\d+) SOTA documents\. Back to the full index\.$")
-RECORD_ID_RE = re.compile(r"\b(?:SOTA|LIT|ADR)-\d+\b")
-LIT_RE = re.compile(r"\bLIT-\d+\b")
-ADR_RE = re.compile(r"\bADR-\d+\b")
+COUNT_RE = re.compile(r"^(?P<count>\d+) of (?P<total>\d+) SOTA documents\. Back to the full index\.$", re.ASCII)
+RECORD_ID_RE = re.compile(r"\b(?:SOTA|LIT|ADR)-\d+\b", re.ASCII)
+LIT_RE = re.compile(r"\bLIT-\d+\b", re.ASCII)
+ADR_RE = re.compile(r"\bADR-\d+\b", re.ASCII)
+#: Digits are ASCII throughout (re.ASCII): another script's digits are no part of an id or a count.
 #: A row's version is a small count; a number of thousands of digits is refused before conversion.
 MAX_VERSION_DIGITS = 6
 PRACTICE_CELL_RE = re.compile(r"^(?P<id>SOTA-[0-9]+)(?: v(?P<version>[0-9]+))?$")
 CITATION_RE = re.compile(
     r"^(?P<authors>[^()|]+?) \((?P<years>\d{4}[a-z]?(?:, \d{4}[a-z]?)*)\), "
     r"(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)(?P<rest>.*)$",
-    re.S,
+    re.S | re.ASCII,
 )
-LOOKS_CITED_RE = re.compile(r"^[^|()]{1,120}\([^)]{1,40}\),? LIT-\d+")
-ARXIV_RE = re.compile(r"^ — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-9]\d{0,2}))?(?:\.|\s|$)")
+LOOKS_CITED_RE = re.compile(r"^[^|()]{1,120}\([^)]{1,40}\),? LIT-\d+", re.ASCII)
+ARXIV_RE = re.compile(r"^ — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-9]\d{0,2}))?(?:\.|\s|$)", re.ASCII)
 #: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL.
 LOCATOR_RE = re.compile(r"^ — (?P<locator>(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]\S*?|\w+://\S*?)\.?(?:\s|$)")
 URL_RE = re.compile(r"^ — (?P<url>https?://\S+?)\.?(?:\s|$)")
 SUPERSEDES_RE = re.compile(
     r"\b(?P<new>ADR-\d+) \((?:superseding|supersedes|which supersedes|replacing) (?P<old>ADR-\d+)\)"
-    r"|\b(?P<new2>ADR-\d+) (?:supersedes|superseded|replaces|replaced) (?P<old2>ADR-\d+)\b"
+    r"|\b(?P<new2>ADR-\d+) (?:supersedes|superseded|replaces|replaced) (?P<old2>ADR-\d+)\b",
+    re.ASCII,
 )
 
 
@@ -83,7 +85,7 @@ def slugify(label: str) -> str:
 
 #: Characters a cell cannot hold as written: ``str.splitlines`` ends a line at each of them.
 LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
-_REFERENCE_RE = re.compile(r"&(?:#(\d{1,7})|amp);")
+_REFERENCE_RE = re.compile(r"&(?:#(\d{1,7})|amp);", re.ASCII)
 
 
 def split_cells(line: str) -> list[str]:
