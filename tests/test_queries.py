@@ -792,7 +792,9 @@ def test_every_shipped_header_takes_the_quick_reader():
         assert quick_header(source) == yaml.safe_load(source), path.name
 
 
-@pytest.mark.parametrize(("name", "raw"), [("practices-citing", {"paper": "LIT-٠٥١"}), ("papers-since", {"since": "٢٠٢٣"})])
+@pytest.mark.parametrize(
+    ("name", "raw"), [("practices-citing", {"paper": "LIT-٠٥١"}), ("papers-since", {"since": "٢٠٢٣"})]
+)
 def test_the_library_refuses_digits_of_another_script(name, raw):
     # The CLI refuses them too; the library must on its own (serve, console and Python callers).
     with pytest.raises(ParameterProblem):
