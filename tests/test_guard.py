@@ -398,3 +398,40 @@ def test_no_newcomer_waits_for_a_turn_it_cannot_get_in_time():
     assert time.monotonic() - started < 0.2
     turns.release(0.0)
     assert turns.acquire(5.0)  # a free slot is taken at once, whatever the pace
+
+
+class _DeadEngine:
+    """An engine link whose server has just died: its port refuses, and its exit shows late or never."""
+
+    def __init__(self, port: int, gone: bool):
+        self.port, self.gone, self.asked = port, gone, []
+
+    def address(self, wait: float):
+        return "127.0.0.1", self.port, 7
+
+    def stop_runaway(self, generation: int, reason: str) -> None:
+        raise AssertionError("nothing ran past its time")
+
+    def has_stopped(self, generation: int, wait: float) -> bool:
+        self.asked.append((generation, wait))
+        return self.gone
+
+
+@pytest.mark.parametrize("gone, expected", [(True, 503), (False, 502)])
+def test_a_refused_connection_is_a_restart_only_when_the_engine_is_gone(gone, expected):
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    engine = _DeadEngine(port, gone)
+    lines: list[str] = []
+    settings = GuardSettings("127.0.0.1", port, engine=engine, log=lines.append)
+    with running_guard("127.0.0.1", 0, settings) as guard:
+        status, headers, _ = answer_of(f"http://127.0.0.1:{guard.port}" + ASK)
+    assert status == expected
+    assert engine.asked and engine.asked[0][0] == 7
+    if gone:
+        assert headers["Retry-After"] == "1" and lines == []
+    else:
+        assert len(lines) == 1 and "did not answer" in lines[0]

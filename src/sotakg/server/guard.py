@@ -71,6 +71,8 @@ QUERY_MEDIA = "application/sparql-query"
 QUERY_PATHS = ("/query", "/sparql")
 #: Queries that may wait for a turn (beyond them: 503 at once), as many as the listen backlog.
 DEFAULT_WAITING = 128
+#: Seconds the guard waits, after the engine failed to answer, to learn whether it died.
+ENGINE_EXIT_SECONDS = 0.5
 #: Seconds a client is told to wait before it retries a 503.
 RETRY_AFTER = 1
 SD_FEDERATED = "http://www.w3.org/ns/sparql-service-description#BasicFederatedQuery"
@@ -138,6 +140,10 @@ class EngineLink(Protocol):
 
     def stop_runaway(self, generation: int, reason: str) -> None:
         """Kill the engine of ``generation`` (it holds a query past its time); it is restarted."""
+        ...
+
+    def has_stopped(self, generation: int, wait: float) -> bool:
+        """Whether the engine of ``generation`` is gone (or replaced), waiting up to ``wait`` s to know."""
         ...
 
 
@@ -406,6 +412,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         # The engine answers HEAD of a query with 404: ask it with GET and send the headers only.
         method = "GET" if self.command == "HEAD" else self.command
         for attempt in range(2):  # a kept-alive connection the engine has closed meanwhile: once more
+            reused = False
             try:
                 upstream, reused = self._connection_to(where)
                 upstream.timeout = settings.upstream_seconds
@@ -441,8 +448,9 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
 
     def _engine_failed(self, generation: int, error: object) -> None:
         settings = self.server.settings
-        where = self._upstream() if settings.engine is not None else None
-        if settings.engine is not None and (where is None or where[2] != generation):
+        # A connection refused or reset right after the engine died comes before its exit is
+        # visible: give the process a moment to be reported gone, and call it a restart then.
+        if settings.engine is not None and settings.engine.has_stopped(generation, wait=ENGINE_EXIT_SECONDS):
             self._plain(503, "the query engine stopped and is restarting; retry in a second\n", RETRY_AFTER)
             return
         settings.log(f"sotakg serve: the Oxigraph server did not answer {self.command} {self._short()}: {error}")

@@ -392,6 +392,19 @@ class Engine:
             self._ready.clear()
             self._server.signal(signal.SIGKILL)
 
+    def has_stopped(self, generation: int, wait: float) -> bool:
+        with self._lock:
+            if generation != self._generation or self._server is None:
+                return True
+            process = self._server.process
+        if process is None:
+            return True
+        try:
+            process.wait(wait)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def _watch(self) -> None:
         # Linux stops a child (PR_SET_PDEATHSIG) when the thread that started it ends: this thread
         # starts the replacements and lives as long as the engine.
