@@ -12,6 +12,9 @@ REPO = Path(__file__).resolve().parent.parent
 SHIPPED_DATA = REPO / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SEED_PAGE = FIXTURES / "distributed-optimization.md"
+#: The shipped graph (data and ontology): its triples, and the bytes of its N-Triples as published.
+SHIPPED_TRIPLES = 801
+SHIPPED_NTRIPLES_BYTES = 112841
 
 
 @pytest.fixture

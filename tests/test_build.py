@@ -13,6 +13,8 @@ from sotakg.graph import build as build_module
 from sotakg.graph.build import build
 from sotakg.graph.store import StoreLayout, build_lock, open_read_only
 
+from .conftest import SHIPPED_TRIPLES
+
 
 def store_files(root: Path) -> list[str]:
     return sorted(p.name for p in (root / ".sotakg").iterdir())
@@ -28,7 +30,7 @@ def test_build_reports_records_by_kind_triples_and_time(runner, workdir):
     result = runner.invoke(cli, ["build"])
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(
-        "Built .sotakg/store: 42 practices, 18 papers, 3 ADRs, 1 topic, 1 registry; 794 triples in "
+        f"Built .sotakg/store: 42 practices, 18 papers, 3 ADRs, 1 topic, 1 registry; {SHIPPED_TRIPLES} triples in "
     )
     assert result.stdout.rstrip().endswith(" s.")
 
@@ -36,7 +38,9 @@ def test_build_reports_records_by_kind_triples_and_time(runner, workdir):
 def test_second_build_is_a_no_op_and_force_rebuilds(runner, workdir):
     runner.invoke(cli, ["build"])
     again = runner.invoke(cli, ["build"])
-    assert again.stdout == ".sotakg/store is up to date (794 triples); nothing to do (--force rebuilds).\n"
+    assert (
+        again.stdout == f".sotakg/store is up to date ({SHIPPED_TRIPLES} triples); nothing to do (--force rebuilds).\n"
+    )
     forced = runner.invoke(cli, ["build", "--force"])
     assert forced.stdout.startswith("Built .sotakg/store")
 

@@ -19,7 +19,7 @@ from sotakg.cli import cli
 from sotakg.errors import UsageProblem
 from sotakg.server.publish import graph_store_url, parse_size
 
-from .conftest import NO_CREDENTIALS
+from .conftest import NO_CREDENTIALS, SHIPPED_NTRIPLES_BYTES, SHIPPED_TRIPLES
 from .servers import Stub, closed_port, digest_fields, digest_guard, oxigraph, silent_port, stub_server
 
 GRAPH = "https://example.org/graphs/sotakg"
@@ -56,12 +56,13 @@ def test_publish_replaces_the_default_graph(runner, built_store, target):
     result = publish(runner, built_store, "--endpoint", f"{target}/store")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(
-        f"Published 794 triples (111740 bytes of N-Triples) to the default graph at {target}/store?default (HTTP "
+        f"Published {SHIPPED_TRIPLES} triples ({SHIPPED_NTRIPLES_BYTES} bytes of N-Triples) "
+        f"to the default graph at {target}/store?default (HTTP "
     )
-    assert count(target) == 794
+    assert count(target) == SHIPPED_TRIPLES
     again = publish(runner, built_store, "--endpoint", f"{target}/store")
     assert again.exit_code == 0, again.output
-    assert count(target) == 794  # replaced, not added to
+    assert count(target) == SHIPPED_TRIPLES  # replaced, not added to
 
 
 def test_publish_to_a_named_graph_replaces_it_whole(runner, built_store, data_copy, tmp_path, target):
@@ -69,13 +70,13 @@ def test_publish_to_a_named_graph_replaces_it_whole(runner, built_store, data_co
     assert result.exit_code == 0, result.output
     encoded = urllib.parse.quote(GRAPH, safe="")
     assert f"to the graph <{GRAPH}> at {target}/store?graph={encoded} (HTTP 20" in result.stdout
-    assert count(target, GRAPH) == 794
+    assert count(target, GRAPH) == SHIPPED_TRIPLES
     # A smaller graph replaces the larger one: nothing of the old one is left over.
     (data_copy / "practices" / "SOTA-049.yaml").unlink()
     smaller = publish(runner, (data_copy, tmp_path / "store"), "--endpoint", f"{target}/store", "--graph", GRAPH)
     assert smaller.exit_code == 0, smaller.output
     published = int(smaller.stdout.split()[1])
-    assert published < 794
+    assert published < SHIPPED_TRIPLES
     assert count(target, GRAPH) == published
 
 
@@ -93,16 +94,17 @@ def test_the_graph_is_staged_then_swapped_in_with_one_move(runner, built_store):
     put, move = stub.requests
     assert put.method == "PUT" and put.path.startswith(f"/ds/data?graph={STAGING}")
     assert put.headers["Content-Type"] == "application/n-triples"
-    assert put.headers["Content-Length"] == "111740" and "Transfer-Encoding" not in put.headers
+    assert put.headers["Content-Length"] == str(SHIPPED_NTRIPLES_BYTES) and "Transfer-Encoding" not in put.headers
     assert put.headers["Authorization"] == "Bearer s3cret"
-    assert len(put.body) == 111740 and put.body.count(b"\n") == 794
+    assert len(put.body) == SHIPPED_NTRIPLES_BYTES and put.body.count(b"\n") == SHIPPED_TRIPLES
     staging = urllib.parse.unquote(put.path.split("graph=", 1)[1])
     assert (move.method, move.path) == ("POST", "/ds/update")
     assert move.headers["Content-Type"] == "application/x-www-form-urlencoded"
     assert move.headers["Authorization"] == "Bearer s3cret"
     assert urllib.parse.parse_qs(move.body.decode()) == {"update": [f"MOVE <{staging}> TO DEFAULT"]}
     assert result.stdout.startswith(
-        f"Published 794 triples (111740 bytes of N-Triples) to the default graph at {stub.url}/ds/data?default "
+        f"Published {SHIPPED_TRIPLES} triples ({SHIPPED_NTRIPLES_BYTES} bytes of N-Triples) "
+        f"to the default graph at {stub.url}/ds/data?default "
         f"(HTTP 204), staged and swapped in with one MOVE at {stub.url}/ds/update, in "
     )
 
@@ -164,7 +166,7 @@ def test_digest_is_negotiated_from_the_challenge(runner, built_store):
     assert result.exit_code == 0, result.output
     head, put, move = stub.requests
     assert head.method == "HEAD" and "Authorization" not in head.headers
-    assert put.method == "PUT" and len(put.body) == 111740
+    assert put.method == "PUT" and len(put.body) == SHIPPED_NTRIPLES_BYTES
     assert move.path == "/sparql-auth"
     fields = [digest_fields(r.headers["Authorization"]) for r in (put, move)]
     assert [f["nc"] for f in fields] == ["00000001", "00000002"]
@@ -253,7 +255,7 @@ def test_progress_is_reported_up_to_the_whole_size(built_store):
         publish_graph(
             *built_store, f"{stub.url}/store", environ={}, progress=lambda sent, total: seen.append((sent, total))
         )
-    assert seen and seen[-1] == (111740, 111740)
+    assert seen and seen[-1] == (SHIPPED_NTRIPLES_BYTES, SHIPPED_NTRIPLES_BYTES)
     assert [sent for sent, _ in seen] == sorted(sent for sent, _ in seen)
 
 
@@ -367,7 +369,8 @@ def test_a_graph_over_the_cap_is_not_sent(runner, built_store):
         result = publish(runner, built_store, "--endpoint", f"{stub.url}/store", "--max-bytes", "64K")
     assert result.exit_code == 1
     assert result.stderr == (
-        "Error: the graph is 111740 bytes of N-Triples, over the limit of 65536 bytes; raise it with --max-bytes "
+        f"Error: the graph is {SHIPPED_NTRIPLES_BYTES} bytes of N-Triples, over the limit of 65536 bytes; "
+        "raise it with --max-bytes "
         "(the server may have a limit of its own)\n"
     )
     assert stub.requests == []

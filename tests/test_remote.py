@@ -23,7 +23,7 @@ from sotakg.query.sparql import run_query
 from sotakg.server.publish import publish
 from sotakg.server.serve import OxigraphServer, free_port
 
-from .conftest import NO_CREDENTIALS
+from .conftest import NO_CREDENTIALS, SHIPPED_TRIPLES
 from .conftest import invoke as invoke_cli
 from .servers import Stub, closed_port, digest_guard, oxigraph, silent_port, stub_server
 
@@ -304,7 +304,7 @@ def test_a_hostile_parameter_value_is_only_a_literal(runner, built_store, endpoi
     assert local.exit_code == 0 and remote.exit_code == 0, remote.output
     assert as_set(remote.stdout) == as_set(local.stdout) == (["text", "practice", "status", "title"], set())
     count = invoke(runner, built_store, "sparql", "SELECT (COUNT(*) AS ?n) { ?s ?p ?o }", "--endpoint", endpoint)
-    assert count.stdout.splitlines()[2].strip() == "794"
+    assert count.stdout.splitlines()[2].strip() == str(SHIPPED_TRIPLES)
 
 
 def test_fetch_graph_gives_the_whole_graph(built_store, endpoint, shipped_store):
@@ -313,7 +313,7 @@ def test_fetch_graph_gives_the_whole_graph(built_store, endpoint, shipped_store)
     fetched = fetch_graph(endpoint, GRAPH, environ={})
     expected = shipped_store.dump(format=RdfFormat.N_TRIPLES, from_graph=DefaultGraph())
     assert set(fetched.splitlines()) == set(expected.splitlines())
-    assert len(fetched.splitlines()) == 794
+    assert len(fetched.splitlines()) == SHIPPED_TRIPLES
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from sotakg.query.remote import RemoteBackend
 from sotakg.query.sparql import LocalBackend
 from sotakg.server import guard, serve
 
-from .conftest import SHIPPED_DATA, invoke, subprocess_env
+from .conftest import SHIPPED_DATA, SHIPPED_TRIPLES, invoke, subprocess_env
 from .servers import Stub, free_port, stop, stub_server, wait_until_answers
 
 ASK = "/query?query=ASK%7B%7D"
@@ -47,7 +47,7 @@ def test_get_answers_one_request(runner, built_store):
     assert result.stdout == '{"head":{},"boolean":true}'
     counted = invoke(runner, built_store, "serve", "--get", COUNT)
     assert counted.exit_code == 0, counted.output
-    assert json.loads(counted.stdout)["results"]["bindings"][0]["n"]["value"] == "794"
+    assert json.loads(counted.stdout)["results"]["bindings"][0]["n"]["value"] == str(SHIPPED_TRIPLES)
 
 
 def test_get_exits_1_on_other_statuses(runner, built_store):
@@ -71,7 +71,7 @@ def test_get_needs_a_path(runner, built_store):
 def test_get_builds_a_stale_store_first(runner, data_copy, tmp_path):
     result = runner.invoke(cli, ["--data", str(data_copy), "--store", str(tmp_path / "s"), "serve", "--get", COUNT])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["results"]["bindings"][0]["n"]["value"] == "794"
+    assert json.loads(result.stdout)["results"]["bindings"][0]["n"]["value"] == str(SHIPPED_TRIPLES)
 
 
 # ------------------------------------------------------------------------------------------ the binary
@@ -238,7 +238,7 @@ def test_serve_refuses_every_write(served):
     assert status_of("DELETE", served.base + "/store?default") == 403
     assert status_of("DELETE", served.base + "/store?graph=http%3A%2F%2Fx%2Fg") == 403
     with urllib.request.urlopen(served.base + COUNT, timeout=10) as answer:
-        assert json.load(answer)["results"]["bindings"][0]["n"]["value"] == "794"
+        assert json.load(answer)["results"]["bindings"][0]["n"]["value"] == str(SHIPPED_TRIPLES)
 
 
 def test_serve_answers_as_the_embedded_store_and_stops_on_sigterm(served):
@@ -251,7 +251,7 @@ def test_serve_answers_as_the_embedded_store_and_stops_on_sigterm(served):
     code, out, err = served.finish(signal.SIGTERM)
     assert code == 0, err
     assert out == (
-        f"Serving {served.store} (794 triples) read-only with the Oxigraph server.\n"
+        f"Serving {served.store} ({SHIPPED_TRIPLES} triples) read-only with the Oxigraph server.\n"
         f"  query page:       {served.base}/\n"
         f"  SPARQL endpoint:  {served.base}/query\n"
         "Queries stop after 30 s; updates and Graph Store writes are refused (403).\n"
@@ -291,7 +291,9 @@ def test_the_served_generation_outlives_builds(served):
     assert layout.current_generation() != generation
     assert (generation / "oxigraph").is_dir()
     with urllib.request.urlopen(served.base + COUNT, timeout=10) as answer:
-        assert json.load(answer)["results"]["bindings"][0]["n"]["value"] == "794"  # still the build it started with
+        assert json.load(answer)["results"]["bindings"][0]["n"]["value"] == str(
+            SHIPPED_TRIPLES
+        )  # still the build it started with
     code, _, err = served.finish(signal.SIGTERM)
     assert code == 0, err
     rebuild = subprocess.run(
@@ -437,7 +439,7 @@ def test_writes_never_reach_the_server(served):
     assert plain_answer("POST", served.base + "/query", update.encode(), "application/sparql-query")[0] == 403
     assert plain_answer("PATCH", served.base + "/store?default", b"x", "text/plain")[0] == 403
     assert plain_answer("OPTIONS", served.base + "/query")[0] == 403
-    assert plain_answer("GET", served.base + COUNT)[1].count('"794"') == 1
+    assert plain_answer("GET", served.base + COUNT)[1].count(f'"{SHIPPED_TRIPLES}"') == 1
 
 
 def test_the_query_page_is_served_unchanged(served):

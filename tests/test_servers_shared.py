@@ -24,13 +24,13 @@ import pytest
 from sotakg.cli import cli
 from sotakg.query.canned import load_canned
 
-from .conftest import NO_CREDENTIALS
+from .conftest import NO_CREDENTIALS, SHIPPED_TRIPLES
 from .servers import oxigraph, virtuoso, virtuoso_missing
 
 GRAPH = "https://example.org/graphs/sotakg-shared"
 CANNED = load_canned()
 RECORDS = ["SOTA-049", "SOTA-017", "SOTA-076", "SOTA-214", "LIT-051", "ADR-020", "ADR-026"]
-TRIPLES = 794  # the shipped graph, as tests/test_build.py counts it
+TRIPLES = SHIPPED_TRIPLES
 
 
 @dataclass(frozen=True)

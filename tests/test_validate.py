@@ -169,6 +169,11 @@ CASES = [
         fields=[(P17, "status", None)],
         name="practice-status-missing",
     ),
+    Case(
+        "practice-status-column",
+        [V("practice-status-column", "SOTA-017", P17, 8)],
+        fields=[(P17, "status_column", "status")],
+    ),
     # a practice moved out of its topic leaves the topic one short of the size its page declares
     Case(
         "practice-topic",

@@ -17,6 +17,17 @@ def test_why_reads_well(runner, built_store, record):
     assert_golden(f"why-{record}.txt", result.stdout)
 
 
+def test_a_status_the_page_writes_in_the_summary_cell_is_said_to_be_there(backend):
+    story = why(backend, "SOTA-364")
+    assert (story.status, story.status_column, story.summary) == ("Active", "summary", None)
+    assert "status: Active (the index page writes it in the Summary cell, whose summary is empty)\n" in (
+        render_provenance(story, width=1000)
+    )
+    plain = why(backend, "SOTA-017")
+    assert plain.status_column is None
+    assert "status: Active\n" in render_provenance(plain, width=1000)
+
+
 def test_a_rejected_practice(backend):
     story = why(backend, "SOTA-073")
     assert (story.kind, story.status, story.versions, story.current_version) == (

@@ -82,6 +82,7 @@ def record_statements(record: Record) -> Iterator[Statement]:
         yield from lit(v.SUMMARY, "summary")
         if "status" in f:
             yield s, v.HAS_STATUS, _status(f["status"])
+        yield from lit(v.STATUS_COLUMN, "status_column")
         yield from lit(v.REJECTION_REASON, "reason")
         yield from refs(v.REASON_NAMES, "reason_names")
         # Derived from the text, never read back: lets a rule check the text against reason_names.
@@ -238,6 +239,7 @@ _FIELDS_OF_KIND: dict[str, list[tuple[str, str, str]]] = {
         ("title", "text", v.TITLE),
         ("summary", "text", v.SUMMARY),
         ("status", v.SOTA, v.HAS_STATUS),
+        ("status_column", "text", v.STATUS_COLUMN),
         ("reason", "text", v.REJECTION_REASON),
         ("reason_names", "ids", v.REASON_NAMES),
         ("cites", "ids", v.CITES),

@@ -145,6 +145,8 @@ class Provenance:
     kind: str
     title: str | None = None
     status: str | None = None
+    #: "summary": the index page writes this practice's status in its Summary cell.
+    status_column: str | None = None
     summary: str | None = None
     versions: list[int] = field(default_factory=list)
     current_version: int | None = None
@@ -216,6 +218,7 @@ def provenance(facts: Facts, record_id: str) -> Provenance | None:
     story = Provenance(id=record_id, kind=kind or "")
     story.title = facts.text(iri, v.TITLE)
     story.status = facts.local(iri, v.HAS_STATUS, v.SOTA)
+    story.status_column = facts.text(iri, v.STATUS_COLUMN)
     story.summary = facts.text(iri, v.SUMMARY)
     story.named_by = [_ref(facts, p) for p in facts.subjects(v.REASON_NAMES, iri)]
     if kind == "practice":
@@ -438,7 +441,10 @@ def render_provenance(story: Provenance, width: int = 100) -> str:
                 width,
             )
         lines += _field(story.id, story.title or "(title not recorded)", width)
-        lines += _field("status", story.status or "not recorded", width)
+        status = story.status or "not recorded"
+        if story.status and story.status_column == "summary":
+            status += " (the index page writes it in the Summary cell, whose summary is empty)"
+        lines += _field("status", status, width)
         if story.versions:
             chain = " → ".join(f"v{n} (current)" if n == story.current_version else f"v{n}" for n in story.versions)
             lines += _field("versions", chain, width)

@@ -60,6 +60,8 @@ class PageRow:
     summary: str | None
     status: str | None
     reason: str | None
+    #: "summary" when the page writes the status in the Summary cell (and Status is empty).
+    status_column: str | None = None
 
 
 @dataclass
@@ -226,12 +228,13 @@ def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) 
         )
     version = int(match["version"] or 1)
     where = f"{source}:{number}: row {practice_id}"
+    status_column = None
     if not status_cell and _looks_like_status(summary):
         warnings.append(
             f"{where}: the status column is empty and the summary column holds {summary!r}; "
-            f"assumed that is the status and the practice has no summary"
+            f"assumed that is the status and the practice has no summary (kept as `status_column: summary`)"
         )
-        status_cell, summary = summary, ""
+        status_cell, summary, status_column = summary, "", "summary"
     elif not status_cell:
         warnings.append(f"{where}: the status column is empty; imported without a status")
     status, _, reason = status_cell.partition(DASH)
@@ -242,7 +245,7 @@ def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) 
         warnings.append(f"{where}: rejected without a reason")
     if not title:
         warnings.append(f"{where}: the title column is empty; imported without a title")
-    return PageRow(number, practice_id, version, title, summary or None, status or None, reason or None)
+    return PageRow(number, practice_id, version, title, summary or None, status or None, reason or None, status_column)
 
 
 def _locator(rest: str, warnings: list[str], where: str, lit: str) -> dict[str, Any]:
@@ -297,6 +300,8 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
             practice["summary"] = row.summary
         if row.status:
             practice["status"] = row.status
+        if row.status_column:
+            practice["status_column"] = row.status_column
         if row.reason:
             practice["reason"] = row.reason
             named = [i for i in _ids_in_order(row.reason) if i != row.id]
@@ -379,6 +384,8 @@ class PracticeRow:
     summary: str
     status: str
     reason: str
+    #: "summary": the status is written in the Summary cell, which the practice leaves empty.
+    status_column: str = ""
 
 
 def render_page(
@@ -402,9 +409,17 @@ def render_page(
     for row in rows:
         label = row.id if row.version <= 1 else f"{row.id} v{row.version}"
         status = f"{row.status}{DASH}{row.reason}" if row.reason else row.status
-        cells = [label, row.title, row.summary, status]
-        lines.append("| " + " | ".join(escape_cell(c) for c in cells) + " |")
+        if row.status_column == "summary" and not row.summary:
+            cells = [label, row.title, status, ""]
+        else:
+            cells = [label, row.title, row.summary, status]
+        lines.append(_table_row(cells))
     return "\n".join(lines)
+
+
+def _table_row(cells: Iterable[str]) -> str:
+    """One table row as the anthology writes it: ``| a | b |``, an empty cell as ``| |``."""
+    return "|" + "|".join(f" {escape_cell(c)} " if c else " " for c in cells) + "|"
 
 
 def _id_key(record_id: str) -> tuple[str, int, str]:

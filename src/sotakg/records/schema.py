@@ -95,6 +95,7 @@ KINDS: dict[str, KindSpec] = {
                 FieldSpec("title", "str"),
                 FieldSpec("summary", "str"),
                 FieldSpec("status", "str"),
+                FieldSpec("status_column", "str"),
                 FieldSpec("reason", "str"),
                 FieldSpec("reason_names", "ids"),
                 FieldSpec("cites", "ids"),

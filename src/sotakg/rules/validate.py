@@ -617,6 +617,7 @@ FIELD_OF_PATH = {
     v.SUMMARY: "summary",
     v.DESCRIPTION: "description",
     v.HAS_STATUS: "status",
+    v.STATUS_COLUMN: "status_column",
     v.REJECTION_REASON: "reason",
     v.REASON_NAMES: "reason_names",
     v.CITES: "cites",

@@ -46,12 +46,13 @@ SELECT ?slug ?topic ?label ?scope ?schemeTitle ?schemeDescription ?registrySize 
 """
 
 _ROWS_QUERY = """
-SELECT ?topic ?id ?version ?title ?summary ?status ?reason WHERE {
+SELECT ?topic ?id ?version ?title ?summary ?status ?statusColumn ?reason WHERE {
   ?practice a sota:Practice ; dcterms:identifier ?id ; sota:filedUnder ?topic .
   OPTIONAL { ?practice sota:currentVersion/sota:versionNumber ?version }
   OPTIONAL { ?practice dcterms:title ?title }
   OPTIONAL { ?practice sota:summary ?summary }
   OPTIONAL { ?practice sota:status ?status }
+  OPTIONAL { ?practice sota:statusColumn ?statusColumn }
   OPTIONAL { ?practice sota:rejectionReason ?reason }
 }
 """
@@ -120,6 +121,7 @@ def export_index(store: Store, slug: str) -> str:
                 summary=_value(solution, "summary") or "",
                 status=status.removeprefix(v.SOTA),
                 reason=_value(solution, "reason") or "",
+                status_column=_value(solution, "statusColumn") or "",
             )
         )
     size = _value(topic, "registrySize")
