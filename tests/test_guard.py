@@ -4,6 +4,7 @@ Every server here is a real `sotakg serve` on 127.0.0.1, started by the test; ev
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import socket
@@ -106,6 +107,29 @@ def test_an_engine_that_dies_is_restarted_within_a_second(data_copy, tmp_path):
         code, _, err = served.finish(signal.SIGTERM)
     assert code == 0
     assert err.count("the Oxigraph server stopped (it was killed by SIGKILL); restarting it\n") == 1
+
+
+def _threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("Threads:")).split()[1])
+
+
+def test_answered_queries_leave_no_thread_behind_in_the_engine(data_copy, tmp_path):
+    # The Oxigraph server's own --timeout-s kept a thread per answered query for the whole timeout:
+    # under a steady stream of cheap queries that ran into thousands and the engine aborted.
+    with serving(data_copy, tmp_path / "store", "--timeout", "60") as served:
+        (engine,) = engine_pids(served.process.pid)
+        before = _threads(engine)
+        port = int(served.base.rsplit(":", 1)[1])
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+        for number in range(300):
+            connection.request("GET", query_url("", f"ASK {{ ?s ?p {number} }}"))
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 200
+        connection.close()
+        assert engine_pids(served.process.pid) == {engine}  # the same engine answered all of them
+        assert _threads(engine) <= before + 8
 
 
 def test_overload_is_an_answer_not_a_hang(data_copy, tmp_path):

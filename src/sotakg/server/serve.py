@@ -225,7 +225,7 @@ class OxigraphServer:
         database: Path,
         host: str = DEFAULT_HOST,
         port: int = DEFAULT_PORT,
-        timeout: int = DEFAULT_SERVER_TIMEOUT,
+        timeout: int | None = DEFAULT_SERVER_TIMEOUT,
         binary: str | None = None,
         log: IO[bytes] | None = None,
     ):
@@ -242,16 +242,11 @@ class OxigraphServer:
         return base_url(self.host, self.port)
 
     def command(self) -> list[str]:
-        return [
-            self.binary,
-            "serve-read-only",
-            "--location",
-            str(self.database),
-            "--bind",
-            bind_address(self.host, self.port),
-            "--timeout-s",
-            str(self.timeout),
-        ]
+        command = [self.binary, "serve-read-only", "--location", str(self.database)]
+        command += ["--bind", bind_address(self.host, self.port)]
+        if self.timeout is not None:
+            command += ["--timeout-s", str(self.timeout)]
+        return command
 
     def start(self) -> None:
         """Start the server process (in its own session: a Ctrl-C reaches sotakg, which forwards it)."""
@@ -362,7 +357,10 @@ class Engine:
 
     def _spawn(self) -> None:
         output = tempfile.TemporaryFile()  # the server's own lines (its private address) stay out of sight
-        server = OxigraphServer(self.database, DEFAULT_HOST, free_port(), self.timeout, self.binary, output)
+        # No --timeout-s: the server keeps a thread alive for the whole timeout of every query it
+        # answered (thousands a second under load, each with a RUST_MIN_STACK stack) until it cannot
+        # spawn one and aborts. The guard enforces --timeout itself, by restarting this process.
+        server = OxigraphServer(self.database, DEFAULT_HOST, free_port(), None, self.binary, output)
         server.start()
         try:
             server.wait_ready(stop=self._stopping.is_set)
@@ -521,7 +519,8 @@ def guard_settings(
         upstream.port,
         max_request_bytes=max_request_bytes,
         max_result_bytes=max_result_bytes,
-        upstream_seconds=upstream.timeout + 10.0,  # the server stops a query first, and says so
+        # the server stops a query first, and says so
+        upstream_seconds=(upstream.timeout or DEFAULT_SERVER_TIMEOUT) + 10.0,
     )
 
 
