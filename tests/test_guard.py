@@ -132,6 +132,40 @@ def test_answered_queries_leave_no_thread_behind_in_the_engine(data_copy, tmp_pa
         assert _threads(engine) <= before + 8
 
 
+#: An answer of about 30 MB from the shipped graph: more than the sockets' buffers hold, under the cap.
+BIG = "SELECT * WHERE { ?a ?b ?c . ?d ?e ?f } LIMIT 120000"
+
+
+def test_a_client_that_does_not_read_its_answer_holds_no_turn(data_copy, tmp_path):
+    with serving(data_copy, tmp_path / "store", "--max-concurrent", "1") as served:
+        port = int(served.base.rsplit(":", 1)[1])
+        stalled = socket.socket()
+        try:
+            # a small, fixed receive buffer (set before connecting, so the window stays small): what
+            # the sockets hold in flight is then far less than the answer
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+            stalled.settimeout(15)
+            stalled.connect(("127.0.0.1", port))
+            target = query_url("", BIG)
+            stalled.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nAccept: text/csv\r\n\r\n".encode())
+            # The one turn is the stalled query's while the engine works; once the engine is done,
+            # the answer waits for its client in the guard and the turn is free again.
+            statuses = []
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and statuses[-1:] != [200]:
+                statuses.append(answer_of(served.base + ASK)[0])
+            assert statuses[-1] == 200 and set(statuses) <= {200, 503}, statuses
+            # the stalled client still gets its whole answer once it reads
+            received = bytearray()
+            while not received.endswith(b"\r\n0\r\n\r\n"):
+                data = stalled.recv(1 << 20)
+                assert data, bytes(received[-200:])
+                received += data
+            assert received.startswith(b"HTTP/1.1 200 ") and received.count(b"\n") > 120000
+        finally:
+            stalled.close()
+
+
 def test_overload_is_an_answer_not_a_hang(data_copy, tmp_path):
     clients = 170
     with serving(data_copy, tmp_path / "store", "--timeout", "2", "--max-concurrent", "1") as served:
@@ -459,3 +493,37 @@ def test_a_refused_connection_is_a_restart_only_when_the_engine_is_gone(gone, ex
         assert headers["Retry-After"] == "1" and lines == []
     else:
         assert len(lines) == 1 and "did not answer" in lines[0]
+
+
+def test_past_the_buffers_for_slow_clients_a_slow_clients_answer_is_visibly_cut(built_store):
+    from sotakg.graph.open import current_database
+    from sotakg.server.guard import GuardSettings, running_guard
+    from sotakg.server.serve import OxigraphServer, free_port
+
+    data, store = built_store
+    lines: list[str] = []
+    with OxigraphServer(current_database(data, store), "127.0.0.1", free_port(), None) as engine:
+        engine.wait_ready()
+        settings = GuardSettings(
+            "127.0.0.1", engine.port, max_concurrent=1, max_buffered_bytes=1 << 20, log=lines.append
+        )
+        with running_guard("127.0.0.1", 0, settings) as guard:
+            stalled = socket.socket()
+            try:
+                stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+                stalled.settimeout(15)
+                stalled.connect(("127.0.0.1", guard.port))
+                stalled.sendall(f"GET {query_url('', BIG)} HTTP/1.1\r\nHost: x\r\nAccept: text/csv\r\n\r\n".encode())
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and not lines:
+                    time.sleep(0.05)
+                assert len(lines) == 1 and "reads slower than the engine writes" in lines[0], lines
+                status, _, _ = answer_of(f"http://127.0.0.1:{guard.port}" + ASK)
+                assert status == 200
+                received = bytearray()
+                while data := stalled.recv(1 << 20):
+                    received += data
+                assert received.startswith(b"HTTP/1.1 200 ") and not received.endswith(b"\r\n0\r\n\r\n")
+            finally:
+                stalled.close()
+            assert guard.buffers.used == 0

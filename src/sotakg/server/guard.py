@@ -28,7 +28,10 @@ A request body over ``--max-request-bytes`` is refused with 413 before it is rea
 encoding: it is buffered up to the cap), is answered 502 instead. Otherwise it is streamed through;
 once it passes the cap the proxy stops and closes the connection without finishing the answer (no
 final chunk), so the client sees a truncated answer rather than a short one that looks complete, and
-a line on standard error names the option. The service description leaves out
+a line on standard error names the option. A turn ends when the engine has sent its answer, not
+when the client has read it: what a slow client has not taken yet waits in memory (``_Relay``; all
+clients together at most ``max_buffered_bytes``, past which a slow client's answer is cut off), and
+it has CLIENT_SECONDS to take the rest. The service description leaves out
 ``sd:BasicFederatedQuery``, which the guard refuses.
 """
 
@@ -57,7 +60,8 @@ from ..query.sparql import MAX_DEPTH, UPDATE_KEYWORDS, check_query, tokens
 DEFAULT_MAX_REQUEST = 1024 * 1024
 #: Largest answer passed on to a client, in bytes (``--max-result-bytes``).
 DEFAULT_MAX_RESULT = 64 * 1024 * 1024
-#: Seconds a client has to send its request (a client that trickles bytes holds a thread).
+#: Seconds a client has to send its request (a client that trickles bytes holds a thread), and to
+#: take an answer the engine has finished (``_Relay``).
 CLIENT_SECONDS = 60.0
 CHUNK = 1 << 16
 #: How much of a refused body is read and dropped, and for how long, before the connection closes.
@@ -127,6 +131,9 @@ class GuardSettings:
     max_waiting: int = 0  # 0: DEFAULT_WAITING, or four times max_concurrent if more
     #: Seconds a query waits for a turn before it is answered 503.
     wait_seconds: float = 5.0
+    #: Bytes of answers held for clients that read slower than the engine writes, all clients
+    #: together (0: four times ``max_result_bytes``); past it, such a client's answer is cut off.
+    max_buffered_bytes: int = 0
     #: The engine behind the guard when it can restart (``serve.Engine``); None: a fixed upstream.
     engine: EngineLink | None = None
 
@@ -383,11 +390,11 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 RETRY_AFTER,
             )
             return
-        began = time.monotonic()
+        turn = _Turn(self.server.turns)
         try:
-            self._forward(body if self.command == "POST" else None)
+            self._forward(body if self.command == "POST" else None, turn)
         finally:
-            self.server.turns.release(time.monotonic() - began)
+            turn.release()
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _handle
 
@@ -397,7 +404,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             return settings.upstream_host, settings.upstream_port, 0
         return settings.engine.address(wait=RETRY_AFTER)
 
-    def _forward(self, body: bytes | None) -> None:
+    def _forward(self, body: bytes | None, turn: _Turn) -> None:
         settings = self.server.settings
         where = self._upstream()
         if where is None:
@@ -433,7 +440,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             break
         complete = False
         try:
-            complete = self._relay(response, deadline, generation)
+            complete = self._relay(response, deadline, generation, turn)
         finally:
             if not complete or response.will_close or not response.isclosed():
                 self._drop_pooled()
@@ -463,8 +470,11 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         parts = urllib.parse.urlsplit(self.path)
         return self.command in ("GET", "HEAD") and parts.path in QUERY_PATHS and "query=" not in parts.query
 
-    def _relay(self, response: http.client.HTTPResponse, deadline: float, generation: int) -> bool:
-        """Pass the answer on; True when it was passed on whole (the connections may be kept alive)."""
+    def _relay(self, response: http.client.HTTPResponse, deadline: float, generation: int, turn: _Turn) -> bool:
+        """Pass the answer on; True when it was passed on whole (the connections may be kept alive).
+
+        The turn is given back as soon as the engine has sent all of its answer: a client that reads
+        slower than the engine writes never holds one (what it has not taken yet waits in ``out``)."""
         settings = self.server.settings
         no_body = self.command == "HEAD" or response.status in (204, 304) or 100 <= response.status < 200
         length = response.getheader("Content-Length") if response.getheader("Transfer-Encoding") is None else None
@@ -502,9 +512,11 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         held = self._head()
         self.close_connection = True  # until the answer is through
         if no_body or buffered is not None:
+            turn.release()
             self.wfile.write(held + (buffered or b"") if not no_body else held)
             self.close_connection = not keep_alive
             return True
+        out = _Relay(self.connection, self.server.buffers)
         sent = 0
         holding_body = False
         try:
@@ -513,31 +525,43 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                     self._wait_budget(response, deadline)
                     data = response.read1(CHUNK)
                 except TimeoutError:
-                    self._flush(held)
                     self._stop_engine(generation)
+                    turn.release()
+                    out.finish(held)
                     return False  # unfinished: the client sees a truncated answer
                 except (OSError, http.client.HTTPException) as error:
-                    self._flush(held)
                     settings.log(f"sotakg serve: the answer to {self.command} {self._short()} broke off: {error}")
+                    turn.release()
+                    out.finish(held)
                     return False  # unfinished: the client sees a truncated answer
                 if not data:
                     break
                 if sent + len(data) > settings.max_result_bytes:
-                    self._flush(held + _piece(data[: settings.max_result_bytes - sent], chunked))
+                    turn.release()
+                    out.finish(held + _piece(data[: settings.max_result_bytes - sent], chunked))
                     settings.log(
                         f"sotakg serve: stopped the answer to {self.command} {self._short()} at "
                         f"{settings.max_result_bytes} bytes ({RESULT_OPTION}); the client got a truncated answer"
                     )
                     return False
                 if holding_body:
-                    self.wfile.write(held)
+                    out.push(held)
                     held = b""
                 held += _piece(data, chunked)
                 holding_body = True
                 sent += len(data)
-            self.wfile.write(held + b"0\r\n\r\n" if chunked else held)
-        except OSError:
-            return False  # the client went away
+            turn.release()
+            out.finish(held + b"0\r\n\r\n" if chunked else held)
+            if not out.complete:
+                return False  # the client went away, or did not take its answer in time
+        except _TooSlow:
+            settings.log(
+                f"sotakg serve: cut off the answer to {self.command} {self._short()}: the client reads slower "
+                f"than the engine writes and {self.server.buffers.limit} bytes already wait for such clients"
+            )
+            return False
+        finally:
+            out.close()
         self.close_connection = not keep_alive
         return True
 
@@ -601,13 +625,6 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         self._headers_buffer: list[bytes] = []
         return b"".join(buffer)
 
-    def _flush(self, data: bytes) -> None:
-        """Write what is held back before giving up on an answer (the client may have gone)."""
-        try:
-            self.wfile.write(data)
-        except OSError:
-            pass
-
 
 def _piece(data: bytes, chunked: bool) -> bytes:
     """``data`` as it goes on the wire: a chunk of a chunked body, or as it is."""
@@ -630,6 +647,119 @@ def without_federation(body: bytes, content_type: str) -> bytes:
     except SyntaxError:
         return body
     return serialize(triples, format=rdf_format) or b""
+
+
+class _Turn:
+    """One held turn of ``Turns``, given back once (when the engine is done, or at the latest when the
+    request is), with how long it was held."""
+
+    def __init__(self, turns: Turns):
+        self._turns: Turns | None = turns
+        self._began = time.monotonic()
+
+    def release(self) -> None:
+        if self._turns is not None:
+            turns, self._turns = self._turns, None
+            turns.release(time.monotonic() - self._began)
+
+
+class _TooSlow(Exception):
+    """The client reads slower than the engine writes, and the buffers for such clients are full."""
+
+
+class Buffers:
+    """The bytes of answers waiting for slow clients, all connections together, up to ``limit``."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._used = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, size: int) -> bool:
+        with self._lock:
+            if self._used + size > self.limit:
+                return False
+            self._used += size
+            return True
+
+    def free(self, size: int) -> None:
+        with self._lock:
+            self._used -= size
+
+    @property
+    def used(self) -> int:
+        return self._used
+
+
+class _Relay:
+    """The client's side of an answer being streamed: what the client socket takes at once goes out
+    at once (never waiting), the rest waits in memory (counted in ``Buffers``; ``_TooSlow`` when they
+    are full), so the engine's side is never held up by the client. ``finish`` sends the rest,
+    waiting at most CLIENT_SECONDS in all; ``complete`` says whether all of it went out."""
+
+    def __init__(self, connection: socket.socket, buffers: Buffers):
+        self._socket = connection
+        self._buffers = buffers
+        self._waiting = bytearray()
+        self._reserved = 0
+        self._gone = False
+        self.complete = False
+        connection.settimeout(0.0)
+
+    def push(self, data: bytes) -> None:
+        if self._gone or not data:
+            return
+        if not self._waiting:
+            try:
+                data = data[self._socket.send(data) :]
+            except BlockingIOError:
+                pass
+            except OSError:
+                self._gone = True
+                return
+            if not data:
+                return
+        if not self._buffers.reserve(len(data)):
+            raise _TooSlow
+        self._reserved += len(data)
+        self._waiting += data
+        self._send_waiting()
+
+    def _send_waiting(self) -> None:
+        try:
+            while self._waiting:
+                count = self._socket.send(self._waiting)
+                del self._waiting[:count]
+                self._buffers.free(count)
+                self._reserved -= count
+        except BlockingIOError:
+            pass
+        except OSError:
+            self._gone = True
+
+    def finish(self, data: bytes) -> None:
+        """Send ``data`` after what waits, blocking up to CLIENT_SECONDS in all."""
+        if self._gone:
+            return
+        self._waiting += data
+        self._socket.settimeout(CLIENT_SECONDS)
+        try:
+            self._socket.sendall(self._waiting)  # the timeout bounds the whole call
+        except OSError:
+            self._gone = True
+            return
+        self._waiting.clear()
+        self.complete = True
+
+    def close(self) -> None:
+        """Give back the buffer space and leave the socket as the handler expects it."""
+        self._buffers.free(self._reserved)
+        self._reserved = 0
+        self._waiting = bytearray()
+        try:
+            self._socket.settimeout(CLIENT_SECONDS)
+        except OSError:
+            pass
 
 
 class Turns:
@@ -693,6 +823,7 @@ class GuardServer(http.server.ThreadingHTTPServer):
         self.settings = settings
         running = max(1, settings.max_concurrent)
         self.turns = Turns(running, settings.max_waiting or max(DEFAULT_WAITING, 4 * running))
+        self.buffers = Buffers(settings.max_buffered_bytes or 4 * settings.max_result_bytes)
         bare = host.strip("[]")
         self.address_family = socket.AF_INET6 if ":" in bare else socket.AF_INET
         try:
