@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -495,35 +496,82 @@ def test_a_refused_connection_is_a_restart_only_when_the_engine_is_gone(gone, ex
         assert len(lines) == 1 and "did not answer" in lines[0]
 
 
-def test_past_the_buffers_for_slow_clients_a_slow_clients_answer_is_visibly_cut(built_store):
+@contextmanager
+def guard_over_engine(built_store, **settings):
+    """The guard in this process (GuardSettings ``settings``) before an Oxigraph server on the shipped data."""
     from sotakg.graph.open import current_database
     from sotakg.server.guard import GuardSettings, running_guard
     from sotakg.server.serve import OxigraphServer, free_port
 
     data, store = built_store
-    lines: list[str] = []
     with OxigraphServer(current_database(data, store), "127.0.0.1", free_port(), None) as engine:
         engine.wait_ready()
-        settings = GuardSettings(
-            "127.0.0.1", engine.port, max_concurrent=1, max_buffered_bytes=1 << 20, log=lines.append
-        )
-        with running_guard("127.0.0.1", 0, settings) as guard:
-            stalled = socket.socket()
+        with running_guard("127.0.0.1", 0, GuardSettings("127.0.0.1", engine.port, **settings)) as guard:
+            yield guard
+
+
+def test_past_the_buffers_for_slow_clients_a_slow_clients_answer_is_visibly_cut(built_store):
+    lines: list[str] = []
+    settings = {"max_concurrent": 1, "max_buffered_bytes": 1 << 20, "log": lines.append}
+    with guard_over_engine(built_store, **settings) as guard:
+        stalled = socket.socket()
+        try:
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+            stalled.settimeout(15)
+            stalled.connect(("127.0.0.1", guard.port))
+            stalled.sendall(f"GET {query_url('', BIG)} HTTP/1.1\r\nHost: x\r\nAccept: text/csv\r\n\r\n".encode())
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not lines:
+                time.sleep(0.05)
+            assert len(lines) == 1 and "reads slower than the engine writes" in lines[0], lines
+            status, _, _ = answer_of(f"http://127.0.0.1:{guard.port}" + ASK)
+            assert status == 200
+            received = bytearray()
+            while data := stalled.recv(1 << 20):
+                received += data
+            assert received.startswith(b"HTTP/1.1 200 ") and not received.endswith(b"\r\n0\r\n\r\n")
+        finally:
+            stalled.close()
+        assert guard.buffers.used == 0
+
+
+def test_a_request_that_trickles_in_is_cut_at_its_deadline(built_store):
+    with guard_over_engine(built_store, client_seconds=1.0) as guard:
+        trickling = socket.create_connection(("127.0.0.1", guard.port), timeout=15)
+        try:
+            started = time.monotonic()
+            trickling.sendall(b"GET /query?query=ASK%7B%7D HTTP/1.1\r\n")
+            answer = b""
+            for _ in range(40):  # a header byte every 0.1 s: each read is quick, the request never ends
+                try:
+                    trickling.sendall(b"X")
+                    time.sleep(0.1)
+                except OSError:
+                    break
             try:
-                stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-                stalled.settimeout(15)
-                stalled.connect(("127.0.0.1", guard.port))
-                stalled.sendall(f"GET {query_url('', BIG)} HTTP/1.1\r\nHost: x\r\nAccept: text/csv\r\n\r\n".encode())
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and not lines:
-                    time.sleep(0.05)
-                assert len(lines) == 1 and "reads slower than the engine writes" in lines[0], lines
-                status, _, _ = answer_of(f"http://127.0.0.1:{guard.port}" + ASK)
-                assert status == 200
-                received = bytearray()
-                while data := stalled.recv(1 << 20):
-                    received += data
-                assert received.startswith(b"HTTP/1.1 200 ") and not received.endswith(b"\r\n0\r\n\r\n")
-            finally:
-                stalled.close()
-            assert guard.buffers.used == 0
+                answer = trickling.recv(1024)
+            except OSError:
+                pass
+            assert answer == b"" and time.monotonic() - started < 3.5
+        finally:
+            trickling.close()
+        # a client that sends its request in time is answered as ever
+        assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
+
+
+def test_past_max_connections_a_connection_is_answered_503_at_once(built_store):
+    with guard_over_engine(built_store, max_connections=3) as guard:
+        idle = [socket.create_connection(("127.0.0.1", guard.port), timeout=15) for _ in range(3)]
+        try:
+            time.sleep(0.2)  # accepted, each holding its thread
+            started = time.monotonic()
+            status, headers, body = answer_of(f"http://127.0.0.1:{guard.port}" + ASK)
+            assert (status, headers["Retry-After"]) == (503, "1") and b"too many connections" in body
+            assert time.monotonic() - started < 2
+        finally:
+            for connection in idle:
+                connection.close()
+        deadline = time.monotonic() + 5
+        while answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)

@@ -31,7 +31,9 @@ final chunk), so the client sees a truncated answer rather than a short one that
 a line on standard error names the option. A turn ends when the engine has sent its answer, not
 when the client has read it: what a slow client has not taken yet waits in memory (``_Relay``; all
 clients together at most ``max_buffered_bytes``, past which a slow client's answer is cut off), and
-it has CLIENT_SECONDS to take the rest. The service description leaves out
+it has CLIENT_SECONDS to take the rest. A request has CLIENT_SECONDS in all to arrive (``Watchdog``),
+and at most ``max_connections`` clients are served at once (each holds a thread; the next one is
+answered 503 and closed). The service description leaves out
 ``sd:BasicFederatedQuery``, which the guard refuses.
 """
 
@@ -51,7 +53,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..errors import QueryRefused, ServeError
 from ..query.sparql import MAX_DEPTH, UPDATE_KEYWORDS, check_query, tokens
@@ -60,9 +62,13 @@ from ..query.sparql import MAX_DEPTH, UPDATE_KEYWORDS, check_query, tokens
 DEFAULT_MAX_REQUEST = 1024 * 1024
 #: Largest answer passed on to a client, in bytes (``--max-result-bytes``).
 DEFAULT_MAX_RESULT = 64 * 1024 * 1024
-#: Seconds a client has to send its request (a client that trickles bytes holds a thread), and to
-#: take an answer the engine has finished (``_Relay``).
+#: Seconds a client has to send its request, in all (a client that trickles bytes holds a thread),
+#: and to take an answer the engine has finished (``_Relay``).
 CLIENT_SECONDS = 60.0
+#: Client connections served at once; past them a new connection is answered 503 and closed.
+DEFAULT_MAX_CONNECTIONS = 512
+#: Seconds between two looks of the watchdog at the deadlines of requests being read.
+WATCH_SECONDS = 0.25
 CHUNK = 1 << 16
 #: How much of a refused body is read and dropped, and for how long, before the connection closes.
 DRAIN_BYTES = 64 * 1024 * 1024
@@ -134,6 +140,9 @@ class GuardSettings:
     #: Bytes of answers held for clients that read slower than the engine writes, all clients
     #: together (0: four times ``max_result_bytes``); past it, such a client's answer is cut off.
     max_buffered_bytes: int = 0
+    #: Client connections at once (each holds a thread), and seconds a client has to send a request.
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    client_seconds: float = CLIENT_SECONDS
     #: The engine behind the guard when it can restart (``serve.Engine``); None: a fixed upstream.
     engine: EngineLink | None = None
 
@@ -269,7 +278,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
 
     server: GuardServer
     protocol_version = "HTTP/1.1"  # for chunked answers, so a cut-short answer is visibly cut short
-    timeout = CLIENT_SECONDS  # every read and write of the client's socket: a slow client gives up its thread
+    timeout = CLIENT_SECONDS  # every read and write of the client's socket (``setup``: the settings' own)
     server_version = "sotakg-guard"
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
@@ -330,10 +339,20 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        self.connection.settimeout(self.server.settings.client_seconds)
         # Headers and body go out as separate writes: without this, Nagle's algorithm holds the second
         # for the client's delayed acknowledgement (tens of milliseconds per answer).
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._pooled: tuple[tuple[str, int, int], http.client.HTTPConnection] | None = None
+
+    def handle_one_request(self) -> None:
+        # The whole request (line, headers, body) must arrive within client_seconds: a client that
+        # trickles a byte now and then would otherwise hold its thread for ever.
+        self.server.watchdog.arm(self.connection, self.server.settings.client_seconds)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.watchdog.disarm(self.connection)
 
     def finish(self) -> None:
         self._drop_pooled()
@@ -369,6 +388,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         # Read the body even of a write that will be refused: closing a socket with unread data resets
         # the connection, and the client could lose the refusal.
         read = self._body()
+        self.server.watchdog.disarm(self.connection)  # read in time; the answer has deadlines of its own
         if read is None:
             return
         body = read
@@ -516,7 +536,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(held + (buffered or b"") if not no_body else held)
             self.close_connection = not keep_alive
             return True
-        out = _Relay(self.connection, self.server.buffers)
+        out = _Relay(self.connection, self.server.buffers, settings.client_seconds)
         sent = 0
         holding_body = False
         try:
@@ -697,8 +717,9 @@ class _Relay:
     are full), so the engine's side is never held up by the client. ``finish`` sends the rest,
     waiting at most CLIENT_SECONDS in all; ``complete`` says whether all of it went out."""
 
-    def __init__(self, connection: socket.socket, buffers: Buffers):
+    def __init__(self, connection: socket.socket, buffers: Buffers, seconds: float = CLIENT_SECONDS):
         self._socket = connection
+        self._seconds = seconds
         self._buffers = buffers
         self._waiting = bytearray()
         self._reserved = 0
@@ -742,7 +763,7 @@ class _Relay:
         if self._gone:
             return
         self._waiting += data
-        self._socket.settimeout(CLIENT_SECONDS)
+        self._socket.settimeout(self._seconds)
         try:
             self._socket.sendall(self._waiting)  # the timeout bounds the whole call
         except OSError:
@@ -757,7 +778,7 @@ class _Relay:
         self._reserved = 0
         self._waiting = bytearray()
         try:
-            self._socket.settimeout(CLIENT_SECONDS)
+            self._socket.settimeout(self._seconds)
         except OSError:
             pass
 
@@ -812,8 +833,52 @@ class Turns:
                 self._free += 1
 
 
+class Watchdog:
+    """Deadlines of requests being read: one thread shuts down the connection of a request that is
+    not in by its deadline (the handler's read then fails and the thread is free)."""
+
+    def __init__(self) -> None:
+        self._deadlines: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="sotakg-guard-watchdog", daemon=True)
+        self._thread.start()
+
+    def arm(self, connection: socket.socket, seconds: float) -> None:
+        with self._lock:
+            self._deadlines[connection] = time.monotonic() + seconds
+
+    def disarm(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._deadlines.pop(connection, None)
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(WATCH_SECONDS):
+            now = time.monotonic()
+            with self._lock:  # held while shutting down: a request disarmed in time is never cut
+                late = [connection for connection, deadline in self._deadlines.items() if deadline <= now]
+                for connection in late:
+                    del self._deadlines[connection]
+                    try:
+                        connection.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(5)
+
+
+#: What a connection past ``max_connections`` gets before it is closed.
+_TOO_MANY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Retry-After: %d\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+)
+
+
 class GuardServer(http.server.ThreadingHTTPServer):
-    """The proxy's listening socket and its settings; one thread per connection."""
+    """The proxy's listening socket and its settings; one thread per connection, at most
+    ``max_connections`` of them (a connection past that is answered 503 and closed at once)."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -824,6 +889,8 @@ class GuardServer(http.server.ThreadingHTTPServer):
         running = max(1, settings.max_concurrent)
         self.turns = Turns(running, settings.max_waiting or max(DEFAULT_WAITING, 4 * running))
         self.buffers = Buffers(settings.max_buffered_bytes or 4 * settings.max_result_bytes)
+        self._connections = 0
+        self._connections_lock = threading.Lock()
         bare = host.strip("[]")
         self.address_family = socket.AF_INET6 if ":" in bare else socket.AF_INET
         try:
@@ -832,6 +899,34 @@ class GuardServer(http.server.ThreadingHTTPServer):
             raise ServeError(f"cannot listen on {host}: {error.strerror}") from None
         except OSError as error:
             raise ServeError(f"cannot listen on {host} port {port}: {error.strerror}") from None
+        self.watchdog = Watchdog()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            admitted = self._connections < self.settings.max_connections
+            if admitted:
+                self._connections += 1
+        if admitted:
+            super().process_request(request, client_address)
+            return
+        message = b"the server is busy: too many connections; retry shortly\n"
+        try:
+            request.setblocking(False)
+            request.send(_TOO_MANY % (RETRY_AFTER, len(message), message))
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._connections_lock:
+                self._connections -= 1
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.watchdog.stop()
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind looks up the host's full name, which can stall on DNS; it is not needed.
