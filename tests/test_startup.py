@@ -61,6 +61,10 @@ def test_version_imports_nothing_heavy(folder):
     assert heavy_modules(probe["modules"]) == set()
     assert COMPILER not in probe["modules"]
     assert "pyoxigraph" not in probe["modules"]
+    # the options' choices are read when an option is used, not when the command line is defined
+    assert {"sotakg.query.remote", "sotakg.query.sparql", "sotakg.rules.validate", "http.client"}.isdisjoint(
+        probe["modules"]
+    )
 
 
 def test_a_canned_query_imports_neither_yaml_nor_the_compiler(folder):
@@ -69,6 +73,7 @@ def test_a_canned_query_imports_neither_yaml_nor_the_compiler(folder):
     assert heavy_modules(probe["modules"]) == set()
     assert COMPILER not in probe["modules"]
     assert "sotakg.graph.rdf" not in probe["modules"]  # the store was fresh: no rebuild
+    assert {"sotakg.query.remote", "sotakg.rules.validate", "http.client"}.isdisjoint(probe["modules"])
 
 
 def test_validate_imports_neither_yaml_nor_rdflib(folder):
@@ -76,3 +81,10 @@ def test_validate_imports_neither_yaml_nor_rdflib(folder):
     assert probe["code"] == 0
     assert heavy_modules(probe["modules"]) == set()
     assert COMPILER in probe["modules"]  # the engine it runs
+
+
+def test_the_default_engine_the_command_line_names_is_the_librarys():
+    from sotakg.cli import DEFAULT_ENGINE
+    from sotakg.rules.validate import DEFAULT_ENGINE as LIBRARY_DEFAULT
+
+    assert DEFAULT_ENGINE == LIBRARY_DEFAULT

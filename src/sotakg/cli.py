@@ -15,6 +15,31 @@ from .errors import SotakgError, UsageProblem
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+class LazyChoice(click.Choice):
+    """A choice among the names of ``module.attribute``, read when first needed (parsing a value,
+    help, completion) rather than when the command line is defined: a command imports only what it
+    uses, not every module that names the choices of an option it does not use."""
+
+    def __init__(self, module: str, attribute: str, case_sensitive: bool = True):
+        # click.Choice.__init__ would read the choices at once
+        self._where = (module, attribute)
+        self._names: tuple[str, ...] | None = None
+        self.case_sensitive = case_sensitive
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        if self._names is None:
+            import importlib
+
+            module, attribute = self._where
+            self._names = tuple(getattr(importlib.import_module(module), attribute))
+        return self._names
+
+    @choices.setter
+    def choices(self, names: tuple[str, ...]) -> None:
+        self._names = tuple(names)
+
+
 def _translated(invoke: Callable[[click.Context], Any], ctx: click.Context) -> Any:
     try:
         return invoke(ctx)
@@ -300,13 +325,11 @@ def export_index_command(ctx: click.Context, slug: str | None, all_topics: bool,
 
 def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """-f/--format for query results: a table, the W3C results formats, or RDF for graphs."""
-    from .query.results import ALL_FORMATS
-
     return click.option(
         "-f",
         "--format",
         "format_name",
-        type=click.Choice(ALL_FORMATS, case_sensitive=False),
+        type=LazyChoice("sotakg.query.results", "ALL_FORMATS", case_sensitive=False),
         default="table",
         show_default=True,
         help="table, csv, tsv, json or xml (W3C SPARQL results) for SELECT/ASK; "
@@ -391,11 +414,9 @@ def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 
 def method_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """--method: how queries travel to --endpoint (SPARQL 1.1 Protocol); lands in ctx.obj["method"]."""
-    from .query.remote import METHODS
-
     return click.option(
         "--method",
-        type=click.Choice(METHODS),
+        type=LazyChoice("sotakg.query.remote", "METHODS"),
         default=None,
         expose_value=False,
         callback=_remember,
@@ -596,15 +617,15 @@ def why_command(ctx: click.Context, record_id: str, timeout: float) -> None:
 
 # ------------------------------------------------------------------------------------------ validate
 
-from .rules.report import FORMATS as REPORT_FORMATS  # noqa: E402  (light: json only)
-from .rules.validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the engines import what they run lazily)
+#: The default of --engine (``sotakg.rules.validate.DEFAULT_ENGINE``; a test holds them equal).
+DEFAULT_ENGINE = "sparql"
 
 
 @cli.command(name="validate")
 @click.option(
     "--format",
     "format_name",
-    type=click.Choice(REPORT_FORMATS),
+    type=LazyChoice("sotakg.rules.report", "FORMATS"),
     default="text",
     show_default=True,
     help="text for people, json for scripts, junit or sarif for CI dashboards, github for PR annotations.",
@@ -612,7 +633,7 @@ from .rules.validate import DEFAULT_ENGINE, ENGINES  # noqa: E402  (light: the e
 @click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too, not only on violations.")
 @click.option(
     "--engine",
-    type=click.Choice(list(ENGINES)),
+    type=LazyChoice("sotakg.rules.validate", "ENGINES"),
     default=DEFAULT_ENGINE,
     show_default=True,
     help="The SHACL engine that runs the shapes.",
