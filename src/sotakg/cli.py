@@ -395,16 +395,18 @@ class Utf8Text(click.ParamType):
         return text
 
 
-def timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--timeout SECONDS: the query is stopped (an error, never a partial answer) after that long."""
-    return click.option(
-        "--timeout",
-        type=Seconds(),
-        default=30.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="Stop the query after this many seconds.",
-    )(func)
+def seconds_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--timeout SECONDS (30 by default), a time limit checked by ``Seconds``; ``help_text`` says what stops."""
+    return click.option("--timeout", type=Seconds(), default=30.0, show_default=True, metavar="SECONDS", help=help_text)
+
+
+#: --timeout SECONDS of a query: it is stopped (an error, never a partial answer) after that long.
+timeout_option = seconds_option("Stop the query after this many seconds.")
+
+
+def size_option(flag: str, default: str, help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``flag`` SIZE (``512M``, ``64K``, ``1000``: ``publish.parse_size`` reads it), ``default`` if not given."""
+    return click.option(flag, type=SizeText(), default=default, show_default=True, metavar="SIZE", help=help_text)
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -913,22 +915,8 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
     default=None,
     help="Answer one GET of PATH on a free loopback port, print the body and exit (0 on HTTP 200).",
 )
-@click.option(
-    "--max-request-bytes",
-    type=SizeText(),
-    default="1M",
-    show_default=True,
-    metavar="SIZE",
-    help="Refuse requests larger than this (413).",
-)
-@click.option(
-    "--max-result-bytes",
-    type=SizeText(),
-    default="64M",
-    show_default=True,
-    metavar="SIZE",
-    help="Cut answers off (truncated, logged) past this size.",
-)
+@size_option("--max-request-bytes", "1M", "Refuse requests larger than this (413).")
+@size_option("--max-result-bytes", "64M", "Cut answers off (truncated, logged) past this size.")
 @click.option(
     "--max-concurrent",
     type=click.IntRange(min=1),
@@ -997,22 +985,8 @@ def serve_command(
 @cli.command(name="publish")
 @click.option("--endpoint", required=True, metavar="URL", help="The server's Graph Store endpoint (e.g. .../store).")
 @click.option("--graph", metavar="IRI", default=None, help="Replace this named graph (default: the default graph).")
-@click.option(
-    "--timeout",
-    type=Seconds(),
-    default=30.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Give up if the server has not answered after this long.",
-)
-@click.option(
-    "--max-bytes",
-    type=SizeText(),
-    default="512M",
-    show_default=True,
-    metavar="SIZE",
-    help="Refuse to send more than this.",
-)
+@seconds_option("Give up if the server has not answered after this long.")
+@size_option("--max-bytes", "512M", "Refuse to send more than this.")
 @click.option(
     "--since",
     metavar="BASE",
