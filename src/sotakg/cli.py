@@ -400,6 +400,19 @@ def seconds_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..
     return click.option("--timeout", type=Seconds(), default=30.0, show_default=True, metavar="SECONDS", help=help_text)
 
 
+def param_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """-p/--param NAME=VALUE (repeatable): a value bound to a query's parameter; lands in ``params``."""
+    return click.option(
+        "-p",
+        "--param",
+        "params",
+        multiple=True,
+        type=Utf8Text(),
+        metavar="NAME=VALUE",
+        help="A parameter value (repeatable).",
+    )(func)
+
+
 #: --timeout SECONDS of a query: it is stopped (an error, never a partial answer) after that long.
 timeout_option = seconds_option("Stop the query after this many seconds.")
 
@@ -514,15 +527,7 @@ def queries_command(name: str | None, markdown: bool) -> None:
 
 @cli.command(name="query")
 @click.argument("name")
-@click.option(
-    "-p",
-    "--param",
-    "params",
-    multiple=True,
-    type=Utf8Text(),
-    metavar="NAME=VALUE",
-    help="A parameter value (repeatable).",
-)
+@param_option
 @format_option
 @endpoint_options
 @timeout_option
@@ -822,15 +827,7 @@ def views_command(name: str | None) -> None:
 
 @export_group.command(name="view")
 @click.argument("name")
-@click.option(
-    "-p",
-    "--param",
-    "params",
-    multiple=True,
-    type=Utf8Text(),
-    metavar="NAME=VALUE",
-    help="A parameter value (repeatable).",
-)
+@param_option
 @click.option(
     "-f",
     "--format",
