@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyoxigraph import DefaultGraph
 
+from sotakg.errors import DataError
+from sotakg.graph import build as build_module
 from sotakg.graph import store as store_module
 from sotakg.graph.build import build
 from sotakg.graph.store import StoreLayout, is_fresh, open_read_only, read_manifest, scan_data, snapshot
@@ -170,10 +172,21 @@ def test_one_edit_is_applied_incrementally_and_rechecks_few_nodes(tmp_path: Path
         read_files.append(Path(path).name)
         return original(path, *args, **kwargs)
 
+    listed: list[int] = []
+    original_scan = build_module.scan_sources
+
+    def listing(data_dir: Path, only=None):
+        found = original_scan(data_dir, only=only)
+        listed.append(len(found))
+        return found
+
     monkeypatch.setattr(schema, "read_record", counting)
+    monkeypatch.setattr(build_module, "scan_sources", listing)
+    monkeypatch.setattr(store_module, "scan_sources", listing)
     report = build(data, store)
     assert report.incremental == 1
     assert read_files == ["SOTA-017.yaml"]
+    assert listed == [1]  # only the changed file is listed again, not all 65
 
     generation = StoreLayout(store).current_generation()
     assert generation is not None
@@ -446,3 +459,18 @@ def test_builds_between_validations_add_up(tmp_path: Path, monkeypatch: pytest.M
     assert checked and checked[0] is not None and checked[0] > 0
     assert report.findings == validate(data, tmp_path / "full" / "store").findings
     assert {"practice-status", "arxiv-year"} <= {f.rule_id for f in report.findings}
+
+
+def test_a_changed_file_that_became_a_link_out_is_refused_by_the_incremental_build(tmp_path: Path):
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    store = tmp_path / "store"
+    build(data, store)
+    outside = tmp_path / "outside.yaml"
+    outside.write_text((data / "practices" / "SOTA-017.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (data / "practices" / "SOTA-017.yaml").unlink()
+    (data / "practices" / "SOTA-017.yaml").symlink_to(outside)
+    with pytest.raises(DataError) as refused:
+        build(data, store)
+    assert "a link to something outside the data folder" in str(refused.value)
+    assert str(outside) not in str(refused.value)

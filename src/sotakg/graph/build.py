@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, Problem
-from ..records.sources import max_file_bytes, read_bounded
+from ..records.sources import display_path, max_file_bytes, read_bounded, scan_sources
 
 if TYPE_CHECKING:
     from pyoxigraph import Quad
@@ -317,10 +317,10 @@ def _plan_change(data_dir: Path, current: Path, manifest: dict[str, Any], scanne
 
 
 def _shown_prefix(scanned: DataSnapshot) -> str:
-    """How the files of this data folder are shown (its display path and a slash, or nothing)."""
-    for source in scanned.sources:
-        return source.shown[: len(source.shown) - len(source.relative)]
-    return ""
+    """How the files of this data folder are shown (its display path and a slash, or nothing), as
+    scan_sources shows them."""
+    shown_root = display_path(scanned.data_dir)
+    return "" if shown_root == "." else f"{shown_root}/"
 
 
 def _read_changed(data_dir: Path, scanned: DataSnapshot) -> tuple[list[tuple[str, Record]], list[Problem]]:
@@ -331,9 +331,9 @@ def _read_changed(data_dir: Path, scanned: DataSnapshot) -> tuple[list[tuple[str
     assert scanned.changed is not None
     records: list[tuple[str, Record]] = []
     problems: list[Problem] = []
-    for source in scanned.sources:
-        if source.relative not in scanned.changed:
-            continue
+    # Only the changed files are looked at again: listing every file (a stat each) would cost as
+    # much as the scan that found them.
+    for source in scan_sources(data_dir, only=scanned.changed):
         record, found = read_source(source, scanned.contents)
         problems.extend(found)
         if record is not None:  # even when misnamed: it can still clash with another record's id

@@ -8,6 +8,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Collection
 from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
@@ -71,8 +72,9 @@ def link_refusal(data_dir: Path, relative: str) -> str | None:
     return None
 
 
-def scan_sources(data_dir: Path) -> list[SourceFile]:
-    """Every YAML file of a data folder, in a stable order (one stat call a file, no parsing).
+def scan_sources(data_dir: Path, only: Collection[str] | None = None) -> list[SourceFile]:
+    """Every YAML file of a data folder, in a stable order (one stat call a file, no parsing); with
+    ``only``, just those of these relative paths (the others are neither looked at nor listed).
 
     Nothing outside the data folder is ever listed as readable: a link that resolves outside it,
     a dangling link, a folder named like a record file and a record folder that is not a folder are
@@ -100,6 +102,8 @@ def scan_sources(data_dir: Path) -> list[SourceFile]:
                 continue
             rel = f"{relative}/{name}" if relative else name
             is_record_name = name.endswith((".yaml", ".yml"))
+            if only is not None and is_record_name and rel not in only:
+                continue
             if not relative:
                 kind = "registry" if name == REGISTRY_FILE else None
             else:
