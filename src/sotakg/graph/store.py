@@ -526,11 +526,13 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
     contents: dict[str, bytes] = {}
     limit = max_file_bytes()
     root = str(data_dir)
+    rehashed: set[str] = set()  # read again: new, or its stat differs from the build's, or racy
     for rel, file_stat in stats.items():
         cached = table.get(rel)
         if cached is not None and cached[:4] == file_stat and rel not in racy:
             hashes[rel] = cached[4]
             continue
+        rehashed.add(rel)
         refusal = link_refusal(data_dir, rel)
         if refusal is not None:  # never opened: the build reports it, naming the file
             hashes[rel] = f"refused:{refusal}"
@@ -542,9 +544,9 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
             continue
         contents[rel] = data
         hashes[rel] = hashlib.sha256(data).hexdigest()
-    rehashed = {rel for rel in hashes if rel not in table or table[rel][:4] != stats[rel] or rel in racy}
-    changed = None if known is None else {rel for rel, h in hashes.items() if rel not in table or table[rel][4] != h}
-    removed = set() if known is None else set(table) - set(stats)
+    # Only a file read again can have another content than the build's.
+    changed = None if known is None else {rel for rel in rehashed if rel not in table or table[rel][4] != hashes[rel]}
+    removed = set() if known is None else table.keys() - stats.keys()
     scanned = DataSnapshot(
         data_dir, stats, stat_digest, fingerprint(data_dir, hashes), scan_ns, hashes, contents, changed, removed
     )
