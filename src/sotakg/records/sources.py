@@ -8,7 +8,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
@@ -92,8 +92,12 @@ def scan_sources(data_dir: Path, only: Collection[str] | None = None) -> list[So
         found.append(SourceFile(path, rel, shown_of(rel), kind, 0, 0, why))
 
     def walk(folder: str, relative: str) -> None:
+        base = f"{relative}/" if relative else ""
         try:
-            entries = sorted(os.scandir(folder), key=_by_name)
+            listed: Iterable[os.DirEntry[str]] = os.scandir(folder)
+            if only is not None:  # the record files not asked for are dropped before anything is done with them
+                listed = [e for e in listed if not e.name.endswith((".yaml", ".yml")) or base + e.name in only]
+            entries = sorted(listed, key=_by_name)
         except OSError:
             return
         for entry in entries:
@@ -102,8 +106,6 @@ def scan_sources(data_dir: Path, only: Collection[str] | None = None) -> list[So
                 continue
             rel = f"{relative}/{name}" if relative else name
             is_record_name = name.endswith((".yaml", ".yml"))
-            if only is not None and is_record_name and rel not in only:
-                continue
             if not relative:
                 kind = "registry" if name == REGISTRY_FILE else None
             else:
