@@ -521,18 +521,17 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
             data_dir, stats, stat_digest, manifest["fingerprint"], scan_ns, racy=dict(racy), against=against
         )
     known = read_file_table(generation)
-    table = known or {}
-    hashes: dict[str, str] = {}
+    recorded_stats, recorded_hashes = known if known is not None else (set(), {})
+    # The files whose stat is not the build's, found by set difference (in C, not a loop a file),
+    # and the racy ones: only they are read again; every other file keeps its recorded hash.
+    differs = {row[0] for row in {(rel, *file_stat) for rel, file_stat in stats.items()} - recorded_stats}
+    rehashed = {rel for rel in (differs | racy.keys()) if rel in stats}
+    hashes = {rel: recorded_hashes[rel] for rel in stats.keys() - rehashed}
     contents: dict[str, bytes] = {}
     limit = max_file_bytes()
     root = str(data_dir)
-    rehashed: set[str] = set()  # read again: new, or its stat differs from the build's, or racy
-    for rel, file_stat in stats.items():
-        cached = table.get(rel)
-        if cached is not None and cached[:4] == file_stat and rel not in racy:
-            hashes[rel] = cached[4]
-            continue
-        rehashed.add(rel)
+    for rel in rehashed:
+        file_stat = stats[rel]
         refusal = link_refusal(data_dir, rel)
         if refusal is not None:  # never opened: the build reports it, naming the file
             hashes[rel] = f"refused:{refusal}"
@@ -545,8 +544,8 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
         contents[rel] = data
         hashes[rel] = hashlib.sha256(data).hexdigest()
     # Only a file read again can have another content than the build's.
-    changed = None if known is None else {rel for rel in rehashed if rel not in table or table[rel][4] != hashes[rel]}
-    removed = set() if known is None else table.keys() - stats.keys()
+    changed = None if known is None else {rel for rel in rehashed if recorded_hashes.get(rel) != hashes[rel]}
+    removed = set() if known is None else recorded_hashes.keys() - stats.keys()
     scanned = DataSnapshot(
         data_dir, stats, stat_digest, fingerprint(data_dir, hashes), scan_ns, hashes, contents, changed, removed
     )
@@ -587,15 +586,16 @@ def read_manifest(generation: Path | None) -> dict[str, Any]:
     return manifest if isinstance(manifest, dict) else {}
 
 
-def read_file_table(generation: Path | None) -> dict[str, tuple[int, int, int, int, str]] | None:
-    """Stat and content hash of every file the build of ``generation`` read; None without a table."""
+def read_file_table(generation: Path | None) -> tuple[set[tuple[Any, ...]], dict[str, str]] | None:
+    """What the build of ``generation`` read: each file's (path, size, mtime_ns, inode, ctime_ns) as
+    one set, and each file's content hash by path; None without a table."""
     if generation is None:
         return None
     table = SourceTable.open(generation)
     if table is None:
         return None
     try:
-        return table.files()
+        return table.file_stats(), table.file_hashes()
     finally:
         table.close()
 
@@ -709,9 +709,13 @@ class SourceTable:
             return None
         return cls(connection)
 
-    def files(self) -> dict[str, tuple[int, int, int, int, str]]:
-        """Every file's (size, mtime_ns, inode, ctime_ns, hash), by path relative to the data folder."""
-        return {row[0]: tuple(row[1:]) for row in self.connection.execute("SELECT * FROM files")}  # type: ignore[misc]
+    def file_stats(self) -> set[tuple[Any, ...]]:
+        """Every file's (path relative to the data folder, size, mtime_ns, inode, ctime_ns)."""
+        return set(self.connection.execute("SELECT rel, size, mtime_ns, inode, ctime_ns FROM files"))
+
+    def file_hashes(self) -> dict[str, str]:
+        """Every file's content hash, by path relative to the data folder."""
+        return dict(self.connection.execute("SELECT rel, hash FROM files"))
 
     def put_files(self, rows: Iterable[tuple[str, int, int, int, int, str]]) -> None:
         self.connection.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", rows)
