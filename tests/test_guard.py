@@ -575,3 +575,183 @@ def test_past_max_connections_a_connection_is_answered_503_at_once(built_store):
         while answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] != 200:
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+# ------------------------------------------------------------------ findings of an adversarial review
+
+
+def raw_answer(port: int, request: bytes, seconds: float = 10.0) -> bytes:
+    """Everything the guard sends back for ``request`` until it closes (or ``seconds`` pass)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=seconds) as connection:
+        connection.sendall(request)
+        received = b""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                data = connection.recv(1 << 16)
+            except TimeoutError:
+                break
+            if not data:
+                break
+            received += data
+        return received
+
+
+class _Listener:
+    """A loopback port that counts the connections made to it (an outside host a query might reach)."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(8)
+        self.socket.settimeout(0.2)
+        self.port = self.socket.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            connection.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.socket.close()
+
+
+@pytest.mark.parametrize(
+    "first, second, body",
+    [
+        ("application/x-www-form-urlencoded", "application/sparql-query", "SERVICE"),
+        ("application/sparql-query", "application/x-www-form-urlencoded", "HIDDEN"),
+        ("application/sparql-query", "application/SPARQL-query", "SERVICE"),
+    ],
+)
+def test_a_second_content_type_is_refused_and_nothing_reaches_out(built_store, first, second, body):
+    outside = _Listener()
+    try:
+        service = f"SELECT * WHERE {{ SERVICE <http://127.0.0.1:{outside.port}/sparql> {{ ?s ?p ?o }} }}"
+        text = service if body == "SERVICE" else "ASK {} # &query=" + urllib.parse.quote(service)
+        payload = text.encode()
+        with guard_over_engine(built_store) as guard:
+            for name in ("Content-Type", "content-type"):
+                request = (
+                    f"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: {first}\r\n{name}: {second}\r\n"
+                    f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+                ).encode() + payload
+                answer = raw_answer(guard.port, request)
+                assert answer.startswith(b"HTTP/1.1 400 ") and b"more than one Content-Type" in answer, answer[:200]
+        time.sleep(0.3)
+        assert outside.connections == 0
+    finally:
+        outside.close()
+
+
+@pytest.mark.parametrize(
+    "target", ["/\xe9", "/query?query=ASK%7B%7D&x=\x01", "/\x7f", "http://[::1/query?query=ASK%7B%7D"]
+)
+def test_a_target_the_guard_cannot_read_is_a_400_not_a_traceback_or_a_502(built_store, target):
+    lines: list[str] = []
+    with guard_over_engine(built_store, log=lines.append) as guard:
+        answer = raw_answer(guard.port, b"GET " + target.encode("latin-1") + b" HTTP/1.1\r\nHost: x\r\n\r\n", 5)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert lines == []
+
+
+def test_http_1_0_answers_waiting_in_memory_are_bounded(built_store):
+    lines: list[str] = []
+    with guard_over_engine(built_store, max_buffered_bytes=4 << 20, log=lines.append) as guard:
+        stalled = []
+        try:
+            for _ in range(2):
+                client = socket.socket()
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+                client.settimeout(15)
+                client.connect(("127.0.0.1", guard.port))
+                client.sendall(f"GET {query_url('', BIG)} HTTP/1.0\r\nAccept: text/csv\r\n\r\n".encode())
+                stalled.append(client)
+            answers = [client.recv(200) for client in stalled]
+            assert all(answer.startswith(b"HTTP/1.1 503 ") for answer in answers), answers
+            assert guard.buffers.used <= 4 << 20
+        finally:
+            for client in stalled:
+                client.close()
+        assert any("already wait for their clients" in line for line in lines)
+        deadline = time.monotonic() + 5
+        while guard.buffers.used and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert guard.buffers.used == 0
+
+
+@contextmanager
+def _engine_that_dies_mid_answer():
+    """A stand-in engine that announces 1000 bytes, sends 400 and closes the connection."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                continue
+            with connection:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += connection.recv(4096)
+                kind = b"text/turtle" if data.split(b" ")[1].startswith(b"/query") else b"application/javascript"
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\nContent-Length: 1000\r\n\r\n")
+                connection.sendall(b"# " + b"A" * 398)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(2)
+        listener.close()
+
+
+@pytest.mark.parametrize("path", ["/yasgui.min.js", "/query"])
+def test_an_answer_the_engine_ends_short_of_its_length_never_looks_complete(path):
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    lines: list[str] = []
+    with _engine_that_dies_mid_answer() as port:
+        with running_guard("127.0.0.1", 0, GuardSettings("127.0.0.1", port, log=lines.append)) as guard:
+            answer = raw_answer(guard.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode(), 5)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    if head.startswith(b"HTTP/1.1 200 "):  # streamed: its length promised, fewer bytes, connection closed
+        assert b"Content-Length: 1000" in head and len(body) < 1000
+    else:  # buffered: an error status instead
+        assert head.startswith((b"HTTP/1.1 502 ", b"HTTP/1.1 503 ")), head
+    assert len(lines) == 1 and ("short" in lines[0] or "did not answer" in lines[0]), lines
+
+
+def test_a_connection_whose_thread_cannot_start_is_not_counted(built_store, monkeypatch):
+    with guard_over_engine(built_store, max_connections=2) as guard:
+        failures = [0]
+        original = threading.Thread.start
+
+        def failing_start(thread):
+            if thread.name.startswith("Thread") and failures[0] < 3:
+                failures[0] += 1
+                raise RuntimeError("can't start new thread")
+            return original(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", failing_start)
+        for _ in range(3):
+            raw_answer(guard.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 2)
+        monkeypatch.undo()
+        assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200

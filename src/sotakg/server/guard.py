@@ -166,6 +166,24 @@ class EngineLink(Protocol):
 # ------------------------------------------------------------------------------------------ screening
 
 
+#: Headers whose value the guard screens; each may come at most once, and is forwarded as screened.
+_SCREENED = frozenset({"content-type", "content-encoding"})
+#: Headers that say what the body is or how long: two of one (in any spelling) make the request
+#: mean one thing to the guard and another to the engine.
+_ONCE = ("Content-Type", "Content-Encoding", "Content-Length", "Transfer-Encoding")
+
+
+def _framing_refusal(target: str, headers: Any) -> Refusal | None:
+    """A refusal for a request the guard and the engine could read differently: a header of ``_ONCE``
+    given twice, or a target with bytes that are not printable ASCII (http.client would fail on them)."""
+    for name in _ONCE:
+        if len(headers.get_all(name) or []) > 1:
+            return Refusal(400, f"refused: the request has more than one {name} header\n")
+    if not target.isascii() or any(ch <= " " or ch == "\x7f" for ch in target):
+        return Refusal(400, "refused: percent-encode spaces, control characters and non-ASCII in the request target\n")
+    return None
+
+
 def _is_update(text: str) -> bool:
     return any(token.kind == "word" and token.text.upper() in UPDATE_KEYWORDS for token in tokens(text))
 
@@ -392,14 +410,19 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         if read is None:
             return
         body = read
-        refusal = screen_request(
-            self.command,
-            self.path,
-            self.headers.get("Content-Type"),
-            self.headers.get("Content-Encoding"),
-            body,
-            settings.max_depth,
-        )
+        refusal = _framing_refusal(self.path, self.headers)
+        if refusal is None:
+            try:
+                refusal = screen_request(
+                    self.command,
+                    self.path,
+                    self.headers.get("Content-Type"),
+                    self.headers.get("Content-Encoding"),
+                    body,
+                    settings.max_depth,
+                )
+            except ValueError:  # a target urlsplit cannot read (an unclosed IPv6 bracket, ...)
+                refusal = Refusal(400, "refused: the request target cannot be read as a URL\n")
         if refusal is not None:
             self._plain(refusal.status, refusal.message)
             return
@@ -431,7 +454,13 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self._plain(503, "the query engine is restarting; retry in a second\n", RETRY_AFTER)
             return
         host, port, generation = where
-        headers = {name: value for name, value in self.headers.items() if name.lower() not in _HOP_BY_HOP}
+        # The engine gets exactly the type and encoding that were screened (each header is there at
+        # most once: _framing_refusal), whatever the spelling of the names the client sent.
+        headers = {name: value for name, value in self.headers.items() if name.lower() not in _HOP_BY_HOP | _SCREENED}
+        for name in ("Content-Type", "Content-Encoding"):
+            value = self.headers.get(name)
+            if value is not None:
+                headers[name] = value
         headers["Host"] = f"{host}:{port}"
         if body is not None:
             headers["Content-Length"] = str(len(body))
@@ -449,13 +478,13 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 response = upstream.getresponse()
             except TimeoutError:
                 self._drop_pooled()
-                self._timed_out(generation)
+                self._timed_out(generation, turn)
                 return
             except (OSError, http.client.HTTPException) as error:
                 self._drop_pooled()
                 if reused and attempt == 0:
                     continue
-                self._engine_failed(generation, error)
+                self._engine_failed(generation, error, turn)
                 return
             break
         complete = False
@@ -465,16 +494,18 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             if not complete or response.will_close or not response.isclosed():
                 self._drop_pooled()
 
-    def _timed_out(self, generation: int) -> None:
+    def _timed_out(self, generation: int, turn: _Turn) -> None:
         settings = self.server.settings
         seconds = settings.upstream_seconds
         settings.log(f"sotakg serve: {self.command} {self._short()} ran past {seconds:g} s; stopping the engine")
         if settings.engine is not None:
             settings.engine.stop_runaway(generation, f"a query ran past {seconds:g} s (--timeout)")
+        turn.release()
         self._plain(504, f"the query ran longer than {seconds:g} s (--timeout of sotakg serve) and was stopped\n")
 
-    def _engine_failed(self, generation: int, error: object) -> None:
+    def _engine_failed(self, generation: int, error: object, turn: _Turn) -> None:
         settings = self.server.settings
+        turn.release()  # what follows waits for the engine and writes to the client: no turn for that
         # A connection refused or reset right after the engine died comes before its exit is
         # visible: give the process a moment to be reported gone, and call it a restart then.
         if settings.engine is not None and settings.engine.has_stopped(generation, wait=ENGINE_EXIT_SECONDS):
@@ -494,24 +525,34 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         """Pass the answer on; True when it was passed on whole (the connections may be kept alive).
 
         The turn is given back as soon as the engine has sent all of its answer: a client that reads
-        slower than the engine writes never holds one (what it has not taken yet waits in ``out``)."""
+        slower than the engine writes never holds one (what it has not taken yet waits in ``out``, or,
+        for a buffered answer, in memory counted in ``Buffers``)."""
+        self._held = 0
+        try:
+            return self._relay_answer(response, deadline, generation, turn)
+        finally:
+            self.server.buffers.free(self._held)
+            self._held = 0
+
+    def _relay_answer(self, response: http.client.HTTPResponse, deadline: float, generation: int, turn: _Turn) -> bool:
         settings = self.server.settings
         no_body = self.command == "HEAD" or response.status in (204, 304) or 100 <= response.status < 200
         length = response.getheader("Content-Length") if response.getheader("Transfer-Encoding") is None else None
         if length is not None and length.isdigit() and int(length) > settings.max_result_bytes and not no_body:
+            turn.release()
             self._too_large()
             return False
-        buffered: bytes | None = None
+        buffered: bytes | bytearray | None = None
         if response.status == 200 and self._is_description():
-            buffered = self._read_all(response, deadline, generation)
+            buffered = self._read_all(response, deadline, generation, turn)
             if buffered is None:
                 return False
-            buffered = without_federation(buffered, response.getheader("Content-Type") or "")
+            buffered = without_federation(bytes(buffered), response.getheader("Content-Type") or "")
             length = str(len(buffered))
         elif length is None and not no_body and self.request_version != "HTTP/1.1":
             # No chunked encoding for this client: an answer cut short would look complete. Buffer it
             # up to the cap and send it with its length, or an error status.
-            buffered = self._read_all(response, deadline, generation)
+            buffered = self._read_all(response, deadline, generation, turn)
             if buffered is None:
                 return False
             length = str(len(buffered))
@@ -533,7 +574,13 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True  # until the answer is through
         if no_body or buffered is not None:
             turn.release()
-            self.wfile.write(held + (buffered or b"") if not no_body else held)
+            if no_body or not buffered:
+                self.wfile.write(held)
+            elif len(buffered) <= CHUNK:
+                self.wfile.write(held + buffered)
+            else:  # no third copy of a large answer
+                self.wfile.write(held)
+                self.wfile.write(buffered)
             self.close_connection = not keep_alive
             return True
         out = _Relay(self.connection, self.server.buffers, settings.client_seconds)
@@ -554,8 +601,18 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                     turn.release()
                     out.finish(held)
                     return False  # unfinished: the client sees a truncated answer
+                if not data and response.length:  # the engine ended short of its Content-Length
+                    settings.log(
+                        f"sotakg serve: the answer to {self.command} {self._short()} broke off "
+                        f"{response.length} bytes short of its length"
+                    )
+                    turn.release()
+                    out.finish(held)
+                    return False  # unfinished: fewer bytes than the length the client was told
                 if not data:
                     break
+                if out.gone:
+                    return False  # the client went away: stop reading the engine's answer for nobody
                 if sent + len(data) > settings.max_result_bytes:
                     turn.release()
                     out.finish(held + _piece(data[: settings.max_result_bytes - sent], chunked))
@@ -602,26 +659,42 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         if settings.engine is not None:
             settings.engine.stop_runaway(generation, f"a query ran past {settings.upstream_seconds:g} s (--timeout)")
 
-    def _read_all(self, response: http.client.HTTPResponse, deadline: float, generation: int) -> bytes | None:
-        """The whole answer, or None once an error status has been sent (over the cap, too slow)."""
+    def _read_all(
+        self, response: http.client.HTTPResponse, deadline: float, generation: int, turn: _Turn
+    ) -> bytearray | None:
+        """The whole answer, or None once an error status has been sent (over the cap, too slow,
+        short of its length, or no room left in ``Buffers`` for it). What it holds is counted in
+        ``Buffers`` (``self._held``) until ``_relay`` is done."""
         settings = self.server.settings
-        chunks: list[bytes] = []
-        size = 0
+        body = bytearray()
         try:
             while True:
                 self._wait_budget(response, deadline)
                 data = response.read1(CHUNK)
+                if not data and response.length:
+                    raise http.client.IncompleteRead(bytes(body), response.length)
                 if not data:
-                    return b"".join(chunks)
-                size += len(data)
-                if size > settings.max_result_bytes:
+                    return body
+                if len(body) + len(data) > settings.max_result_bytes:
+                    turn.release()
                     self._too_large()
                     return None
-                chunks.append(data)
+                if not self.server.buffers.reserve(len(data)):
+                    turn.release()
+                    settings.log(
+                        f"sotakg serve: refused the answer to {self.command} {self._short()}: "
+                        f"{self.server.buffers.limit} bytes of answers already wait for their clients"
+                    )
+                    self._plain(
+                        503, "the server is busy: too many answers wait for their clients; retry shortly\n", RETRY_AFTER
+                    )
+                    return None
+                self._held += len(data)
+                body += data
         except TimeoutError:
-            self._timed_out(generation)
+            self._timed_out(generation, turn)
         except (OSError, http.client.HTTPException) as error:
-            self._engine_failed(generation, error)
+            self._engine_failed(generation, error, turn)
         return None
 
     def _too_large(self) -> None:
@@ -757,6 +830,11 @@ class _Relay:
             pass
         except OSError:
             self._gone = True
+
+    @property
+    def gone(self) -> bool:
+        """Whether the client has gone away (a send failed)."""
+        return self._gone
 
     def finish(self, data: bytes) -> None:
         """Send ``data`` after what waits, blocking up to CLIENT_SECONDS in all."""
@@ -907,7 +985,12 @@ class GuardServer(http.server.ThreadingHTTPServer):
             if admitted:
                 self._connections += 1
         if admitted:
-            super().process_request(request, client_address)
+            try:
+                super().process_request(request, client_address)
+            except BaseException:  # no thread to count it down: the connection is not served
+                with self._connections_lock:
+                    self._connections -= 1
+                raise
             return
         message = b"the server is busy: too many connections; retry shortly\n"
         try:
@@ -927,6 +1010,14 @@ class GuardServer(http.server.ThreadingHTTPServer):
     def server_close(self) -> None:
         super().server_close()
         self.watchdog.stop()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (reset, broken pipe, timeout) is no error; anything else is logged
+        in one line, not a traceback per request."""
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError):
+            return
+        self.settings.log(f"sotakg serve: error answering {client_address[0]}: {type(error).__name__}: {error}")
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind looks up the host's full name, which can stall on DNS; it is not needed.
