@@ -755,3 +755,14 @@ def test_a_connection_whose_thread_cannot_start_is_not_counted(built_store, monk
             raw_answer(guard.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 2)
         monkeypatch.undo()
         assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
+
+
+@pytest.mark.parametrize("length", ["+5", "5_0", "-1", "0x10", "١٢"])
+def test_a_content_length_that_is_not_plain_digits_is_refused(built_store, length):
+    with guard_over_engine(built_store) as guard:
+        request = (
+            "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\n"
+            f"Content-Length: {length}\r\n\r\nASK{{}}"
+        )
+        answer = raw_answer(guard.port, request.encode(), 5)
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"not a byte count" in answer, answer[:200]

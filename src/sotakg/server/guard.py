@@ -322,13 +322,12 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         raw = self.headers.get("Content-Length")
         if raw is None:
             return b""
-        try:
-            length = int(raw)
-            if length < 0:
-                raise ValueError(raw)
-        except ValueError:
+        digits = raw.strip(" \t")
+        # Only digits (int() would also take "+5", "5_0" or " 5 "), and not absurdly many.
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
             self._plain(400, "refused: the Content-Length is not a byte count\n")
             return None
+        length = int(digits)
         if length > settings.max_request_bytes:
             self._plain(
                 413,
