@@ -766,3 +766,11 @@ def test_a_content_length_that_is_not_plain_digits_is_refused(built_store, lengt
         )
         answer = raw_answer(guard.port, request.encode(), 5)
     assert answer.startswith(b"HTTP/1.1 400 ") and b"not a byte count" in answer, answer[:200]
+
+
+def test_an_http_0_9_request_is_closed_at_once(built_store):
+    with guard_over_engine(built_store) as guard:
+        started = time.monotonic()
+        answer = raw_answer(guard.port, b"GET /query?query=ASK%7B%7D\r\n", 10)
+        assert answer == b"" and time.monotonic() - started < 2
+        assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200

@@ -362,6 +362,14 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._pooled: tuple[tuple[str, int, int], http.client.HTTPConnection] | None = None
 
+    def parse_request(self) -> bool:
+        # HTTP/0.9 ("GET /" and no version) has no headers and no status line: the base class would
+        # wait for headers that never come, and any answer would read as the document itself.
+        if len(getattr(self, "raw_requestline", b"").split()) == 2:
+            self.close_connection = True
+            return False
+        return super().parse_request()
+
     def handle_one_request(self) -> None:
         # The whole request (line, headers, body) must arrive within client_seconds: a client that
         # trickles a byte now and then would otherwise hold its thread for ever.
