@@ -87,6 +87,9 @@ def run(module: str, max_children: int) -> None:
     tests = TESTS.get(module, []) + ([KILLS] if (REPO / KILLS).exists() else [])
     tests += [arg for test in CHILD_PROCESS_TESTS for arg in ("--deselect", test)]
     payload = json.dumps([module, tests, mutant_glob(module), max_children])
+    # mutmut takes a copy newer than its source for mutated already: a copy left unmutated by the run
+    # of another module would be taken for this module's mutants. Removed, it is mutated afresh.
+    (REPO / "mutants" / module).unlink(missing_ok=True)
     subprocess.run([sys.executable, "-c", _RUN, payload], cwd=REPO, check=False)
 
 
