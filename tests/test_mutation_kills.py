@@ -1,7 +1,8 @@
 """Tests written to kill the mutants that survived ``python -m benchmarks.mutation`` (issue 20).
 
 Each asserts behaviour a surviving mutant changed: the exact files a data folder lists and why each
-refused one is refused, the bytes and refusals of a bounded read, and what an atomic write leaves.
+refused one is refused, the bytes and refusals of a bounded read, what an atomic write leaves, and
+which texts the fast YAML reader reads (as the full reader does) or leaves to the full reader.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from sotakg.records.fastyaml import parse_canonical
+from sotakg.records.schema import parse_yaml_mapping
 from sotakg.records.sources import (
     DANGLING,
     OUTSIDE,
@@ -240,3 +243,24 @@ def test_a_temporary_name_taken_by_a_link_is_skipped_never_written_through(tmp_p
     assert (tmp_path / "out.md").read_text() == "new\n" and not (tmp_path / "out.md").is_symlink()
     assert os.path.islink(tmp_path / f".out.md.{'0' * 16}.tmp")
     assert not (tmp_path / f".out.md.{'1' * 16}.tmp").exists()
+
+
+# ----------------------------------------------------------------------------- records/fastyaml.py
+
+
+@pytest.mark.parametrize("text", ["{}\n", 'key: ""\n', "key: ''\n", "key: [a, b]\n", "key: 'it''s'\n"])
+def test_the_fast_reader_reads_these_as_the_full_reader_does(text):
+    assert parse_canonical(text) == parse_yaml_mapping(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "key: abc:\n",  # YAML: "mapping values are not allowed here"
+        'key: "abc\n',  # no closing quote
+        'key: "a"b"\n',  # a quote inside a double-quoted scalar
+        "key: [a, yes]\n",  # YAML 1.1 reads yes as true
+    ],
+)
+def test_the_fast_reader_leaves_what_it_cannot_read_exactly_to_the_full_reader(text):
+    assert parse_canonical(text) is None
