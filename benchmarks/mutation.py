@@ -1,0 +1,152 @@
+"""Mutation testing (issue 20): mutmut mutates one module at a time and runs the tests of its area.
+
+    pip install mutmut==3.8.1
+    nice -n 19 python -m benchmarks.mutation [--module src/sotakg/records/sources.py ...] [--max-children 1]
+
+From the checkout's root. Opt-in and slow, never run by CI: each module's run collects which of its
+tests reach which function (one pass of those tests), runs them once clean, then each mutant against
+the tests that reach the mutated function. On the 2 shared cores of RESULTS.md, ``records/sources.py``
+(359 mutants) and ``records/fastyaml.py`` (123) took 12 to 15 minutes each with ``--max-children 2``;
+``mutants/`` (git-ignored) holds mutmut's copy of the project and its results.
+
+The configuration is ``[tool.mutmut]`` in pyproject.toml (the scope, the files the tests read, the
+pytest options); this runner narrows it to the module asked for and to ``TESTS[module]``, reruns every
+mutant of that module (no result is taken from an earlier run), reads the verdicts from mutmut's
+``mutants/<module>.meta`` and prints a Markdown table — mutants, killed, survived, timeout,
+suspicious, no tests, kill rate — and the surviving mutants (``--diff`` shows each one's change; or
+``mutmut show NAME``). Which survivors are equivalent, and why, is recorded in RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Each module of the issue's scope and the tests of its area (``tests/test_mutation_kills.py`` holds
+#: the tests written to kill survivors).
+TESTS = {
+    "src/sotakg/records/sources.py": [
+        "tests/test_hostile_tree.py",
+        "tests/test_security.py",
+        "tests/test_records.py",
+    ],
+    "src/sotakg/records/fastyaml.py": ["tests/test_fastyaml.py", "tests/test_records.py"],
+    "src/sotakg/graph/rdf.py": ["tests/test_roundtrip.py", "tests/test_records.py", "tests/test_security.py"],
+    "src/sotakg/rules/report.py": ["tests/test_validate.py"],
+    "src/sotakg/records/schema.py": [
+        "tests/test_records.py",
+        "tests/test_fastyaml.py",
+        "tests/test_data.py",
+        "tests/test_security.py",
+    ],
+    "src/sotakg/graph/store.py": [
+        "tests/test_build.py",
+        "tests/test_hostile_tree.py",
+        "tests/test_security.py",
+    ],
+    "src/sotakg/server/guard.py": ["tests/test_guard.py"],
+}
+KILLS = "tests/test_mutation_kills.py"
+#: Tests that run sotakg in a child process are left out (and ``tests/test_crash_safety.py``, made of
+#: them): mutmut maps tests to functions inside the test process only, and in that mapping pass a
+#: child process, whose working directory holds no pyproject.toml, fails on mutmut's configuration.
+CHILD_PROCESS_TESTS = [
+    "tests/test_security.py::test_a_parameter_that_is_not_utf8_is_a_usage_error",
+    "tests/test_security.py::test_output_to_a_fifo_is_an_error_not_a_hang",
+]
+
+#: mutmut with its configuration narrowed to one module and its tests (argv[1]: JSON of
+#: [module, tests, mutant-name glob, max children]); a changed test selection makes mutmut
+#: collect its test-to-function map afresh.
+_RUN = """
+import json, sys
+from mutmut import configuration
+module, tests, names, children = json.loads(sys.argv[1])
+settings = configuration.config()
+settings.only_mutate = [module]
+settings.pytest_add_cli_args_test_selection = tests
+from mutmut.__main__ import cli
+cli(["run", "--max-children", str(children), names])
+"""
+
+COLUMNS = ("killed", "survived", "timeout", "suspicious", "no tests", "not checked")
+
+
+def mutant_glob(module: str) -> str:
+    """The names mutmut gives a module's mutants: ``sotakg.records.sources.x_scan_sources__mutmut_3``."""
+    return module.removeprefix("src/").removesuffix(".py").replace("/", ".") + ".*"
+
+
+def run(module: str, max_children: int) -> None:
+    """``mutmut run`` on every mutant of ``module`` with the tests of its area."""
+    tests = TESTS.get(module, []) + ([KILLS] if (REPO / KILLS).exists() else [])
+    tests += [arg for test in CHILD_PROCESS_TESTS for arg in ("--deselect", test)]
+    payload = json.dumps([module, tests, mutant_glob(module), max_children])
+    # mutmut takes a copy newer than its source for mutated already: a copy left unmutated by the run
+    # of another module would be taken for this module's mutants. Removed, it is mutated afresh.
+    (REPO / "mutants" / module).unlink(missing_ok=True)
+    subprocess.run([sys.executable, "-c", _RUN, payload], cwd=REPO, check=False)
+
+
+def verdicts(module: str) -> dict[str, str]:
+    """Each mutant of ``module`` and mutmut's verdict on it, from ``mutants/<module>.meta``."""
+    from mutmut.stats import status_by_exit_code
+
+    path = REPO / "mutants" / f"{module}.meta"
+    if not path.exists():
+        return {}
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    return {name: status_by_exit_code[code] for name, code in sorted(meta["exit_code_by_key"].items())}
+
+
+def table(module: str, found: dict[str, str]) -> str:
+    """The Markdown table of one module's verdicts and the list of its survivors."""
+    counts = {column: sum(1 for status in found.values() if status == column) for column in COLUMNS}
+    tested = len(found) - counts["not checked"]
+    rate = f"{100 * (counts['killed'] + counts['timeout']) / tested:.1f}%" if tested else "n/a"
+    lines = [
+        f"### `{module}`",
+        "",
+        "| mutants | " + " | ".join(COLUMNS) + " | kill rate |",
+        "|---:|" + "---:|" * len(COLUMNS) + "---:|",
+        f"| {len(found)} | " + " | ".join(str(counts[column]) for column in COLUMNS) + f" | {rate} |",
+        "",
+    ]
+    others = sorted(name for name, status in found.items() if status not in ("killed", "timeout"))
+    lines += [f"- `{name}`: {found[name]}" for name in others] or ["No survivors."]
+    return "\n".join(lines) + "\n"
+
+
+def diff(name: str) -> str:
+    """A mutant's change, as ``mutmut show`` prints it."""
+    return subprocess.run(["mutmut", "show", name], cwd=REPO, capture_output=True, text=True).stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.mutation", description=__doc__)
+    parser.add_argument("--module", action="append", help="a module to mutate (repeatable); default: all of TESTS")
+    parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
+    parser.add_argument("--no-run", action="store_true", help="only report the results of the last run")
+    parser.add_argument("--diff", action="store_true", help="show each survivor's change")
+    args = parser.parse_args()
+    for module in args.module or list(TESTS):
+        if not args.no_run:
+            run(module, args.max_children)
+        found = verdicts(module)
+        if not found:
+            print(f"### `{module}`\n\nNot run (no results in mutants/).\n")
+            continue
+        print(table(module, found))
+        if args.diff:
+            for name, status in found.items():
+                if status not in ("killed", "timeout"):
+                    print(f"```diff\n{diff(name)}```\n")
+
+
+if __name__ == "__main__":
+    main()
