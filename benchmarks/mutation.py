@@ -128,7 +128,9 @@ def diff(name: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.mutation", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.mutation", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--module", action="append", help="a module to mutate (repeatable); default: all of TESTS")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
     parser.add_argument("--no-run", action="store_true", help="only report the results of the last run")
