@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -110,3 +114,33 @@ def invoke(runner: CliRunner, built_store: tuple[Path, Path], *args: str, **kwar
 
     data, store = built_store
     return runner.invoke(cli, ["--data", str(data), "--store", str(store), *args], **kwargs)
+
+
+@contextmanager
+def counting_listener() -> Iterator[tuple[int, list[int]]]:
+    """A TCP listener on a free 127.0.0.1 port that accepts and closes every connection: its port and
+    a list that grows by one per connection."""
+    seen: list[int] = []
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    server.settimeout(0.1)
+    stopping = threading.Event()
+
+    def accept() -> None:
+        while not stopping.is_set():
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                continue
+            seen.append(1)
+            connection.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1], seen
+    finally:
+        stopping.set()
+        thread.join(5)
+        server.close()

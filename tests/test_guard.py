@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import counting_listener
 from .test_serve import ASK, serving
 
 SLOW = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l . ?m ?n2 ?o }"
@@ -580,52 +581,6 @@ def test_past_max_connections_a_connection_is_answered_503_at_once(built_store):
 # ------------------------------------------------------------------ findings of an adversarial review
 
 
-def raw_answer(port: int, request: bytes, seconds: float = 10.0) -> bytes:
-    """Everything the guard sends back for ``request`` until it closes (or ``seconds`` pass)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=seconds) as connection:
-        connection.sendall(request)
-        received = b""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                data = connection.recv(1 << 16)
-            except TimeoutError:
-                break
-            if not data:
-                break
-            received += data
-        return received
-
-
-class _Listener:
-    """A loopback port that counts the connections made to it (an outside host a query might reach)."""
-
-    def __init__(self) -> None:
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen(8)
-        self.socket.settimeout(0.2)
-        self.port = self.socket.getsockname()[1]
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            connection.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.socket.close()
-
-
 @pytest.mark.parametrize(
     "first, second, body",
     [
@@ -635,9 +590,8 @@ class _Listener:
     ],
 )
 def test_a_second_content_type_is_refused_and_nothing_reaches_out(built_store, first, second, body):
-    outside = _Listener()
-    try:
-        service = f"SELECT * WHERE {{ SERVICE <http://127.0.0.1:{outside.port}/sparql> {{ ?s ?p ?o }} }}"
+    with counting_listener() as (port, connections):
+        service = f"SELECT * WHERE {{ SERVICE <http://127.0.0.1:{port}/sparql> {{ ?s ?p ?o }} }}"
         text = service if body == "SERVICE" else "ASK {} # &query=" + urllib.parse.quote(service)
         payload = text.encode()
         with guard_over_engine(built_store) as guard:
@@ -646,12 +600,10 @@ def test_a_second_content_type_is_refused_and_nothing_reaches_out(built_store, f
                     f"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: {first}\r\n{name}: {second}\r\n"
                     f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
                 ).encode() + payload
-                answer = raw_answer(guard.port, request)
+                answer = raw_request(guard.port, request)
                 assert answer.startswith(b"HTTP/1.1 400 ") and b"more than one Content-Type" in answer, answer[:200]
         time.sleep(0.3)
-        assert outside.connections == 0
-    finally:
-        outside.close()
+        assert connections == []
 
 
 @pytest.mark.parametrize(
@@ -660,7 +612,7 @@ def test_a_second_content_type_is_refused_and_nothing_reaches_out(built_store, f
 def test_a_target_the_guard_cannot_read_is_a_400_not_a_traceback_or_a_502(built_store, target):
     lines: list[str] = []
     with guard_over_engine(built_store, log=lines.append) as guard:
-        answer = raw_answer(guard.port, b"GET " + target.encode("latin-1") + b" HTTP/1.1\r\nHost: x\r\n\r\n", 5)
+        answer = raw_request(guard.port, b"GET " + target.encode("latin-1") + b" HTTP/1.1\r\nHost: x\r\n\r\n", 5)
     assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
     assert lines == []
 
@@ -730,7 +682,7 @@ def test_an_answer_the_engine_ends_short_of_its_length_never_looks_complete(path
     lines: list[str] = []
     with _engine_that_dies_mid_answer() as port:
         with running_guard("127.0.0.1", 0, GuardSettings("127.0.0.1", port, log=lines.append)) as guard:
-            answer = raw_answer(guard.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode(), 5)
+            answer = raw_request(guard.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode(), 5)
     head, _, body = answer.partition(b"\r\n\r\n")
     if head.startswith(b"HTTP/1.1 200 "):  # streamed: its length promised, fewer bytes, connection closed
         assert b"Content-Length: 1000" in head and len(body) < 1000
@@ -752,7 +704,7 @@ def test_a_connection_whose_thread_cannot_start_is_not_counted(built_store, monk
 
         monkeypatch.setattr(threading.Thread, "start", failing_start)
         for _ in range(3):
-            raw_answer(guard.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 2)
+            raw_request(guard.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 2)
         monkeypatch.undo()
         assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
 
@@ -764,13 +716,13 @@ def test_a_content_length_that_is_not_plain_digits_is_refused(built_store, lengt
             "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\n"
             f"Content-Length: {length}\r\n\r\nASK{{}}"
         )
-        answer = raw_answer(guard.port, request.encode(), 5)
+        answer = raw_request(guard.port, request.encode(), 5)
     assert answer.startswith(b"HTTP/1.1 400 ") and b"not a byte count" in answer, answer[:200]
 
 
 def test_an_http_0_9_request_is_closed_at_once(built_store):
     with guard_over_engine(built_store) as guard:
         started = time.monotonic()
-        answer = raw_answer(guard.port, b"GET /query?query=ASK%7B%7D\r\n", 10)
+        answer = raw_request(guard.port, b"GET /query?query=ASK%7B%7D\r\n", 10)
         assert answer == b"" and time.monotonic() - started < 2
         assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200

@@ -4,10 +4,6 @@ hide SERVICE behind every lexical form."""
 
 from __future__ import annotations
 
-import socket
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +12,8 @@ from hypothesis import strategies as st
 
 from sotakg.errors import QueryRefused
 from sotakg.query.sparql import check_query, tokens
+
+from .conftest import counting_listener
 
 SUITES = Path(__file__).resolve().parents[3] / "shared" / "w3c-sparql-tests"
 if not SUITES.is_dir():  # a checkout elsewhere: the suites beside the repository's parent
@@ -115,36 +113,6 @@ def test_negative_syntax_tests_are_never_checked_and_answered(name, path):
 
 
 # ------------------------------------------------------------------------------------------ the oracle
-
-
-@contextmanager
-def counting_listener() -> Iterator[tuple[int, list[int]]]:
-    """A TCP listener on a free 127.0.0.1 port that accepts and closes every connection: its port and
-    a list that grows by one per connection."""
-    seen: list[int] = []
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    server.settimeout(0.1)
-    stopping = threading.Event()
-
-    def accept() -> None:
-        while not stopping.is_set():
-            try:
-                connection, _ = server.accept()
-            except OSError:
-                continue
-            seen.append(1)
-            connection.close()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield server.getsockname()[1], seen
-    finally:
-        stopping.set()
-        thread.join(5)
-        server.close()
 
 
 #: Text before SERVICE that a lexer could misread as opening a comment, a string or an IRI that the
