@@ -726,3 +726,57 @@ def test_an_http_0_9_request_is_closed_at_once(built_store):
         answer = raw_request(guard.port, b"GET /query?query=ASK%7B%7D\r\n", 10)
         assert answer == b"" and time.monotonic() - started < 2
         assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
+
+
+@pytest.mark.parametrize(
+    "request_line, status",
+    [
+        (b"GET  /query HTTP/1.1", b"400"),  # two blanks
+        (b"GET /query HTTP/1.1 extra", b"400"),
+        (b"G(T /query HTTP/1.1", b"400"),  # not a token
+        (b"GET /query http/1.1", b"400"),
+        (b"GET /query HTTP/1.10", b"400"),
+        (b"GET /query HTTP/2.0", b"505"),
+        (b"GET /query HTTP/0.9", b"505"),  # a version line, and yet no status line in its answers
+    ],
+)
+def test_a_request_line_not_as_rfc_9112_writes_it_gets_an_error_with_a_status_line(built_store, request_line, status):
+    with guard_over_engine(built_store) as guard:
+        line = request_line.replace(b"/query", b"/query?query=ASK%7B%7D")
+        answer = raw_request(guard.port, line + b"\r\nHost: x\r\n\r\n", 5)
+        assert answer.startswith(b"HTTP/1.1 " + status + b" "), answer[:200]
+        assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        b"Host: x\r\n Content-Type: application/sparql-query\r\n",  # a folded line
+        b"Host : x\r\n",  # a blank before the colon
+        b"Host: x\r\nAccept: a\rb\r\n",  # a bare CR
+        b"Host: x\r\nNo colon here\r\n",
+    ],
+)
+def test_a_header_field_the_guard_and_the_engine_could_read_differently_is_a_400(built_store, fields):
+    lines: list[str] = []
+    with guard_over_engine(built_store, log=lines.append) as guard:
+        answer = raw_request(guard.port, b"GET /query?query=ASK%7B%7D HTTP/1.1\r\n" + fields + b"\r\n", 5)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert lines == []
+
+
+def test_an_answer_has_one_server_and_one_date_and_a_small_one_its_length(built_store):
+    with guard_over_engine(built_store) as guard:
+        request = f"GET {query_url('', 'SELECT * WHERE {{ ?s ?p ?o }} LIMIT 3')} HTTP/1.1\r\nHost: x\r\n"
+        answer = raw_request(guard.port, (request + "Connection: close\r\n\r\n").encode(), 10)
+        big = raw_request(
+            guard.port, f"GET {query_url('', BIG)} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(), 30
+        )
+    head, _, body = answer.partition(b"\r\n\r\n")
+    names = [line.split(b":")[0].lower() for line in head.split(b"\r\n")[1:]]
+    assert head.startswith(b"HTTP/1.1 200 ") and names.count(b"server") == 1 and names.count(b"date") == 1
+    assert b"\r\nServer: sotakg-guard" in head
+    assert b"transfer-encoding" not in names and f"Content-Length: {len(body)}".encode() in head
+    assert body.count(b'"s"') == 4  # the head's variable and three rows
+    big_head, _, big_body = big.partition(b"\r\n\r\n")
+    assert b"Transfer-Encoding: chunked" in big_head and big_body.endswith(b"\r\n0\r\n\r\n")

@@ -44,6 +44,7 @@ import functools
 import http.client
 import http.server
 import os
+import re
 import socket
 import socketserver
 import sys
@@ -57,6 +58,7 @@ from typing import Any, Protocol
 
 from ..errors import QueryRefused, ServeError
 from ..query.sparql import MAX_DEPTH, UPDATE_KEYWORDS, check_query, tokens
+from .wire import EngineAnswer, EngineConnection, Headers, read_fields
 
 #: Largest request body (a POSTed query or form) accepted, in bytes (``--max-request-bytes``).
 DEFAULT_MAX_REQUEST = 1024 * 1024
@@ -106,6 +108,9 @@ _HOP_BY_HOP = frozenset(
         "accept-encoding",  # the proxy counts plain bytes, so the server sends them plain
     }
 )
+#: Not passed on from the engine's answers: its own Server and Date, for which the guard's stand
+#: (each is one field), and what describes its connection to the guard.
+_NOT_RELAYED = _HOP_BY_HOP | {"server", "date"}
 
 
 def _stderr(line: str) -> None:
@@ -167,19 +172,22 @@ class EngineLink(Protocol):
 
 
 #: Headers whose value the guard screens; each may come at most once, and is forwarded as screened.
+#: A request line as RFC 9112 writes it: a token, one space, a target, one space, HTTP/digit.digit.
+_REQUEST_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([^ \t\r\n]+) HTTP/([0-9])\.([0-9])\r?\n")
 _SCREENED = frozenset({"content-type", "content-encoding"})
+_NOT_FORWARDED = _HOP_BY_HOP | _SCREENED
 #: Headers that say what the body is or how long: two of one (in any spelling) make the request
 #: mean one thing to the guard and another to the engine.
 _ONCE = ("Content-Type", "Content-Encoding", "Content-Length", "Transfer-Encoding")
 
 
-def _framing_refusal(target: str, headers: Any) -> Refusal | None:
+def _framing_refusal(target: str, headers: Headers) -> Refusal | None:
     """A refusal for a request the guard and the engine could read differently: a header of ``_ONCE``
     given twice, or a target with bytes that are not printable ASCII (http.client would fail on them)."""
     for name in _ONCE:
-        if len(headers.get_all(name) or []) > 1:
+        if headers.count(name) > 1:
             return Refusal(400, f"refused: the request has more than one {name} header\n")
-    if not target.isascii() or any(ch <= " " or ch == "\x7f" for ch in target):
+    if not (target.isascii() and target.isprintable()) or " " in target:
         return Refusal(400, "refused: percent-encode spaces, control characters and non-ASCII in the request target\n")
     return None
 
@@ -295,12 +303,23 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
     answer back, complete or visibly broken."""
 
     server: GuardServer
+    headers: Headers  # type: ignore[assignment]  # read by wire.read_fields, not the email package
+    raw_requestline: bytes
     protocol_version = "HTTP/1.1"  # for chunked answers, so a cut-short answer is visibly cut short
     timeout = CLIENT_SECONDS  # every read and write of the client's socket (``setup``: the settings' own)
     server_version = "sotakg-guard"
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
         pass  # no access log; refusals need none and caps are logged where they happen
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        global _date_field
+        second = int(time.time())
+        if _date_field[0] != second:  # formatting it costs more than the rest of a small answer's head
+            _date_field = (second, super().date_time_string(second))
+        return _date_field[1]
 
     def _plain(self, status: int, message: str, retry_after: int | None = None) -> None:
         body = message.encode("utf-8")
@@ -360,15 +379,48 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         # Headers and body go out as separate writes: without this, Nagle's algorithm holds the second
         # for the client's delayed acknowledgement (tens of milliseconds per answer).
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._pooled: tuple[tuple[str, int, int], http.client.HTTPConnection] | None = None
+        self._pooled: tuple[tuple[str, int, int], EngineConnection] | None = None
 
     def parse_request(self) -> bool:
-        # HTTP/0.9 ("GET /" and no version) has no headers and no status line: the base class would
-        # wait for headers that never come, and any answer would read as the document itself.
-        if len(getattr(self, "raw_requestline", b"").split()) == 2:
-            self.close_connection = True
+        """Read the request line and header fields strictly (``wire``); False once the connection
+        is to be closed, after an error answer where one can be understood."""
+        self.command = ""
+        self.close_connection = True
+        line: bytes = self.raw_requestline
+        self.requestline = line.decode("iso-8859-1").rstrip("\r\n")
+        found = _REQUEST_LINE.fullmatch(line)
+        if found is None:
+            # HTTP/0.9 ("GET /" and no version) has no headers and no status line: the base class would
+            # wait for headers that never come, and any answer would read as the document itself.
+            if len(line.split()) == 2:
+                return False
+            self.request_version = "HTTP/1.0"  # so the error has a status line
+            self.send_error(400, "Bad request line", "send METHOD TARGET HTTP/1.1 and CRLF")
             return False
-        return super().parse_request()
+        method, target, major, minor = found.groups()
+        self.request_version = f"HTTP/{major.decode()}.{minor.decode()}"
+        if major != b"1":
+            self.request_version = "HTTP/1.0"
+            self.send_error(505, f"HTTP/{major.decode()}.{minor.decode()} is not served", "send HTTP/1.1")
+            return False
+        self.command, self.path = method.decode("ascii"), target.decode("iso-8859-1")
+        if self.path.startswith("//"):  # as the base class does: "//host/x" would read as another host
+            self.path = "/" + self.path.lstrip("/")
+        try:
+            self.headers = read_fields(self.rfile)
+        except http.client.LineTooLong as error:
+            self.send_error(431, "Line too long", str(error))
+            return False
+        except http.client.HTTPException as error:
+            self.send_error(400, "Bad header", str(error))
+            return False
+        connection = (self.headers.get("Connection") or "").lower()
+        self.close_connection = minor == b"0" or connection == "close"
+        if minor == b"0" and connection == "keep-alive":
+            self.close_connection = False
+        if (self.headers.get("Expect") or "").lower() == "100-continue" and minor != b"0":
+            return self.handle_expect_100()
+        return True
 
     def handle_one_request(self) -> None:
         # The whole request (line, headers, body) must arrive within client_seconds: a client that
@@ -388,16 +440,13 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self._pooled[1].close()
             self._pooled = None
 
-    def _connection_to(self, where: tuple[str, int, int]) -> tuple[http.client.HTTPConnection, bool]:
+    def _connection_to(self, where: tuple[str, int, int]) -> tuple[EngineConnection, bool]:
         """A connection to the engine at ``where``: the one this client's last answer came over if it
         is still open (keep-alive), else a new one; and whether it was reused."""
         if self._pooled is not None and self._pooled[0] == where:
             return self._pooled[1], True
         self._drop_pooled()
-        upstream = http.client.HTTPConnection(where[0], where[1], timeout=self.server.settings.upstream_seconds)
-        upstream.connect()
-        if upstream.sock is not None:
-            upstream.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        upstream = EngineConnection(where[0], where[1], self.server.settings.upstream_seconds)
         self._pooled = (where, upstream)
         return upstream, False
 
@@ -463,14 +512,14 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         host, port, generation = where
         # The engine gets exactly the type and encoding that were screened (each header is there at
         # most once: _framing_refusal), whatever the spelling of the names the client sent.
-        headers = {name: value for name, value in self.headers.items() if name.lower() not in _HOP_BY_HOP | _SCREENED}
+        fields = [(name, value) for name, value in self.headers.items() if name.lower() not in _NOT_FORWARDED]
         for name in ("Content-Type", "Content-Encoding"):
             value = self.headers.get(name)
             if value is not None:
-                headers[name] = value
-        headers["Host"] = f"{host}:{port}"
+                fields.append((name, value))
+        fields.append(("Host", f"{host}:{port}"))
         if body is not None:
-            headers["Content-Length"] = str(len(body))
+            fields.append(("Content-Length", str(len(body))))
         deadline = time.monotonic() + settings.upstream_seconds
         # The engine answers HEAD of a query with 404: ask it with GET and send the headers only.
         method = "GET" if self.command == "HEAD" else self.command
@@ -478,11 +527,8 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             reused = False
             try:
                 upstream, reused = self._connection_to(where)
-                upstream.timeout = settings.upstream_seconds
-                if upstream.sock is not None:
-                    upstream.sock.settimeout(settings.upstream_seconds)
-                upstream.request(method, self.path, body=body, headers=headers)
-                response = upstream.getresponse()
+                upstream.settimeout(settings.upstream_seconds)
+                response = upstream.request(method, self.path, fields, body)
             except TimeoutError:
                 self._drop_pooled()
                 self._timed_out(generation, turn)
@@ -496,7 +542,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             break
         complete = False
         try:
-            complete = self._relay(response, deadline, generation, turn)
+            complete = self._relay(response, upstream, deadline, generation, turn)
         finally:
             if not complete or response.will_close or not response.isclosed():
                 self._drop_pooled()
@@ -528,7 +574,9 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         parts = urllib.parse.urlsplit(self.path)
         return self.command in ("GET", "HEAD") and parts.path in QUERY_PATHS and "query=" not in parts.query
 
-    def _relay(self, response: http.client.HTTPResponse, deadline: float, generation: int, turn: _Turn) -> bool:
+    def _relay(
+        self, response: EngineAnswer, upstream: EngineConnection, deadline: float, generation: int, turn: _Turn
+    ) -> bool:
         """Pass the answer on; True when it was passed on whole (the connections may be kept alive).
 
         The turn is given back as soon as the engine has sent all of its answer: a client that reads
@@ -536,48 +584,66 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         for a buffered answer, in memory counted in ``Buffers``)."""
         self._held = 0
         try:
-            return self._relay_answer(response, deadline, generation, turn)
+            return self._relay_answer(response, upstream, deadline, generation, turn)
         finally:
             self.server.buffers.free(self._held)
             self._held = 0
 
-    def _relay_answer(self, response: http.client.HTTPResponse, deadline: float, generation: int, turn: _Turn) -> bool:
+    def _relay_answer(
+        self, response: EngineAnswer, upstream: EngineConnection, deadline: float, generation: int, turn: _Turn
+    ) -> bool:
         settings = self.server.settings
         no_body = self.command == "HEAD" or response.status in (204, 304) or 100 <= response.status < 200
-        length = response.getheader("Content-Length") if response.getheader("Transfer-Encoding") is None else None
-        if length is not None and length.isdigit() and int(length) > settings.max_result_bytes and not no_body:
+        # The length the engine gave (digits only; None: chunked, or until it closes); none for 1xx, 204, 304.
+        length = response.length if response.status not in (204, 304) and response.status >= 200 else None
+        if length is not None and length > settings.max_result_bytes and not no_body:
             turn.release()
             self._too_large()
             return False
         buffered: bytes | bytearray | None = None
+        prefix = b""  # what was read of a larger answer before streaming it
         if response.status == 200 and self._is_description():
-            buffered = self._read_all(response, deadline, generation, turn)
+            buffered = self._read_all(response, upstream, deadline, generation, turn)
             if buffered is None:
                 return False
             buffered = without_federation(bytes(buffered), response.getheader("Content-Type") or "")
-            length = str(len(buffered))
+            length = len(buffered)
         elif length is None and not no_body and self.request_version != "HTTP/1.1":
             # No chunked encoding for this client: an answer cut short would look complete. Buffer it
             # up to the cap and send it with its length, or an error status.
-            buffered = self._read_all(response, deadline, generation, turn)
+            buffered = self._read_all(response, upstream, deadline, generation, turn)
             if buffered is None:
                 return False
-            length = str(len(buffered))
+            length = len(buffered)
+        elif not no_body and (length is None or length <= CHUNK):
+            # Up to CHUNK bytes are read first: a small answer (most are) is then sent whole, with its
+            # length, and the turn is free before its head is written; a larger one streams on from there.
+            first = min(CHUNK, settings.max_result_bytes + 1)  # one byte over the cap shows it is passed
+            read = self._read_all(response, upstream, deadline, generation, turn, stop_after=first)
+            if read is None:
+                return False
+            if response.isclosed() and len(read) <= settings.max_result_bytes:
+                buffered, length = read, len(read)
+            else:
+                prefix = bytes(read)
         chunked = not no_body and length is None
         keep_alive = not self.close_connection and (no_body or length is not None or chunked)
-        self.send_response(response.status, response.reason)
-        for name, value in response.getheaders():
-            if name.lower() not in _HOP_BY_HOP:
-                self.send_header(name, value)
+        # The engine's status line and fields were read strictly (``wire``): no line break in them.
+        lines = [
+            f"{self.protocol_version} {response.status} {response.reason}\r\n"
+            f"Server: {self.version_string()}\r\nDate: {self.date_time_string()}\r\n"
+        ]
+        lines += [f"{name}: {value}\r\n" for name, value in response.getheaders() if name.lower() not in _NOT_RELAYED]
         if length is not None:
-            self.send_header("Content-Length", length)
+            lines.append(f"Content-Length: {length}\r\n")
         elif chunked:
-            self.send_header("Transfer-Encoding", "chunked")
+            lines.append("Transfer-Encoding: chunked\r\n")
         if not keep_alive:
-            self.send_header("Connection", "close")
+            lines.append("Connection: close\r\n")
+        lines.append("\r\n")
         # The head goes out with the first piece of the body, and each piece with the next read: one
         # write (one TCP segment) for a small answer instead of three.
-        held = self._head()
+        held = "".join(lines).encode("iso-8859-1")
         self.close_connection = True  # until the answer is through
         if no_body or buffered is not None:
             turn.release()
@@ -596,8 +662,11 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         try:
             while True:
                 try:
-                    self._wait_budget(response, deadline)
-                    data = response.read1(CHUNK)
+                    if prefix:
+                        data, prefix = prefix, b""
+                    else:
+                        self._wait_budget(upstream, deadline)
+                        data = response.read1(CHUNK)
                 except TimeoutError:
                     self._stop_engine(generation)
                     turn.release()
@@ -650,15 +719,12 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         return True
 
     @staticmethod
-    def _wait_budget(response: http.client.HTTPResponse, deadline: float) -> None:
+    def _wait_budget(upstream: EngineConnection, deadline: float) -> None:
         """Let the next read wait only until the query's deadline."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
-        sock = getattr(response.fp, "raw", None)
-        sock = getattr(sock, "_sock", None)
-        if sock is not None:
-            sock.settimeout(remaining)
+        upstream.settimeout(remaining)
 
     def _stop_engine(self, generation: int) -> None:
         settings = self.server.settings
@@ -667,22 +733,30 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             settings.engine.stop_runaway(generation, f"a query ran past {settings.upstream_seconds:g} s (--timeout)")
 
     def _read_all(
-        self, response: http.client.HTTPResponse, deadline: float, generation: int, turn: _Turn
+        self,
+        response: EngineAnswer,
+        upstream: EngineConnection,
+        deadline: float,
+        generation: int,
+        turn: _Turn,
+        stop_after: int | None = None,
     ) -> bytearray | None:
         """The whole answer, or None once an error status has been sent (over the cap, too slow,
-        short of its length, or no room left in ``Buffers`` for it). What it holds is counted in
+        short of its length, or no room left in ``Buffers`` for it). With ``stop_after``, only the
+        first that many bytes or more (``response.isclosed()`` tells whether that is all), and no
+        refusal over the cap: the answer streams on, and is cut there. What it holds is counted in
         ``Buffers`` (``self._held``) until ``_relay`` is done."""
         settings = self.server.settings
         body = bytearray()
         try:
-            while True:
-                self._wait_budget(response, deadline)
-                data = response.read1(CHUNK)
+            while stop_after is None or len(body) < stop_after:
+                self._wait_budget(upstream, deadline)
+                data = response.read1(CHUNK if stop_after is None else stop_after - len(body))
                 if not data and response.length:
                     raise http.client.IncompleteRead(bytes(body), response.length)
                 if not data:
                     return body
-                if len(body) + len(data) > settings.max_result_bytes:
+                if len(body) + len(data) > settings.max_result_bytes and stop_after is None:
                     turn.release()
                     self._too_large()
                     return None
@@ -698,6 +772,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                     return None
                 self._held += len(data)
                 body += data
+            return body
         except TimeoutError:
             self._timed_out(generation, turn)
         except (OSError, http.client.HTTPException) as error:
@@ -953,6 +1028,9 @@ class Watchdog:
         self._stopped.set()
         self._thread.join(5)
 
+
+#: The Date field of answers, formatted once a second: (the second, the text).
+_date_field: tuple[int, str] = (0, "")
 
 #: What a connection past ``max_connections`` gets before it is closed.
 _TOO_MANY = (

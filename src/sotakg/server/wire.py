@@ -1,0 +1,250 @@
+"""The head of an HTTP/1.x message (start line and header fields) read strictly and fast, for the
+guard's two sides: the client's request and the engine's answer, and the guard's connection to
+the engine.
+
+The standard library reads header fields with the ``email`` package (``http.client.parse_headers``):
+lenient (a folded line, a space before the colon, a bare CR all pass) and, on the guard's small
+requests, most of its time per query. A header field here is ``name: value`` with a token for a
+name (RFC 9110 §5.1) and no CR, LF or NUL in the value; anything else makes the whole message
+unreadable (``BadHead``), since the guard and the engine could read it differently.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import socket
+from collections.abc import Iterator
+from typing import Protocol
+
+
+class LineReader(Protocol):
+    """A buffered binary stream: ``readline`` and ``read1``."""
+
+    def readline(self, size: int = -1, /) -> bytes: ...
+
+    def read1(self, size: int = -1, /) -> bytes: ...
+
+
+#: Longest line of a head, and most fields in one, as the standard library allows.
+MAX_LINE = 65536
+MAX_FIELDS = 100
+
+#: Seconds by which a connection's timeout may differ from the one asked for (``settimeout``).
+TIMEOUT_SLACK = 0.05
+
+_FIELD = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*+([^\x00\r\n]*?)[ \t]*+\r?\n")
+
+
+class BadHead(http.client.HTTPException):
+    """A header block that is not a sequence of ``name: value`` lines."""
+
+
+class Headers:
+    """Header fields in the order received; names are compared without regard to case. Offers the
+    part of ``email.message.Message`` that ``http.server`` and ``http.client`` use."""
+
+    __slots__ = ("_fields", "_by_name")
+
+    def __init__(self, fields: list[tuple[str, str]]):
+        self._fields = fields
+        self._by_name: dict[str, list[str]] = {}
+        for name, value in fields:
+            self._by_name.setdefault(name.lower(), []).append(value)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """The first value of the field ``name``, or ``default``."""
+        values = self._by_name.get(name.lower())
+        return values[0] if values else default
+
+    def get_all(self, name: str, default: list[str] | None = None) -> list[str] | None:
+        """Every value of the field ``name``, in order, or ``default``."""
+        values = self._by_name.get(name.lower())
+        return list(values) if values else default
+
+    def count(self, name: str) -> int:
+        """How many times the field ``name`` is given."""
+        return len(self._by_name.get(name.lower(), ()))
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._fields)
+
+    def keys(self) -> list[str]:
+        return [name for name, _ in self._fields]
+
+    def values(self) -> list[str]:
+        return [value for _, value in self._fields]
+
+    def __getitem__(self, name: str) -> str | None:
+        return self.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._by_name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+
+def read_fields(stream: LineReader, first: bytes | None = None) -> Headers:
+    """The header fields from ``stream`` (after ``first``, a line already read from it) up to and
+    including the empty line that ends them.
+
+    Raises ``http.client.LineTooLong`` for a line over ``MAX_LINE``, ``BadHead`` for more than
+    ``MAX_FIELDS`` fields, a line that is not a field (folded, no colon, a space before it, a CR or
+    NUL in the value) or a stream that ends before the empty line."""
+    fields: list[tuple[str, str]] = []
+    match = _FIELD.fullmatch
+    while True:
+        line = stream.readline(MAX_LINE + 1) if first is None else first
+        first = None
+        if len(line) > MAX_LINE:
+            raise http.client.LineTooLong("header line")
+        if line == b"\r\n" or line == b"\n":
+            return Headers(fields)
+        found = match(line)
+        if found is None:
+            if not line:
+                raise BadHead("the header ended before its empty line")
+            raise BadHead(f"header line {len(fields) + 1} is not 'name: value'")
+        if len(fields) == MAX_FIELDS:
+            raise BadHead(f"more than {MAX_FIELDS} header fields")
+        name, value = found.groups()
+        fields.append((name.decode("ascii"), value.decode("iso-8859-1")))
+
+
+#: A status line: version, three digits, a reason phrase without control characters.
+_STATUS_LINE = re.compile(rb"HTTP/1\.([0-9]) ([1-5][0-9][0-9])(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?\r?\n")
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*+(?:;[^\r\n]*)?\r?\n")
+
+
+class EngineConnection:
+    """One kept-alive connection to the engine. A request goes out in one write; answers are read
+    through one buffered reader for the connection's life (``http.client`` makes one per answer)."""
+
+    def __init__(self, host: str, port: int, seconds: float):
+        self.sock = socket.create_connection((host, port), seconds)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._reader = self.sock.makefile("rb")
+        self._seconds = seconds
+
+    def settimeout(self, seconds: float) -> None:
+        """Let each read and write of the connection wait at most ``seconds``, give or take
+        ``TIMEOUT_SLACK`` (a system call each time it is set: not for every read of an answer)."""
+        if abs(seconds - self._seconds) > TIMEOUT_SLACK:
+            self.sock.settimeout(seconds)
+            self._seconds = seconds
+
+    def request(self, method: str, target: str, fields: list[tuple[str, str]], body: bytes | None) -> EngineAnswer:
+        """Send a request and read the head of its answer. ``method`` must be a token and ``target``
+        and the fields free of CR and LF, as ``read_fields`` and the guard's request line leave them;
+        a line break anywhere would make two requests of one, so it is refused here too."""
+        lines = [f"{method} {target} HTTP/1.1\r\n"]
+        lines += [f"{name}: {value}\r\n" for name, value in fields]
+        lines.append("\r\n")
+        head = "".join(lines)
+        if head.count("\n") != len(lines) or head.count("\r") != len(lines):
+            raise BadHead("a line break inside the request line or a header field")
+        data = head.encode("iso-8859-1")
+        self.sock.sendall(data + body if body else data)
+        return EngineAnswer(self._reader, method)
+
+    def close(self) -> None:
+        self._reader.close()
+        self.sock.close()
+
+
+class EngineAnswer:
+    """An answer of the engine: ``status``, ``reason``, ``headers``, and its body through ``read1``.
+
+    ``length`` is what is left of a body of known length (0 once it is all read; not 0 when the body
+    ended short of it), None for a chunked body or one that lasts until the connection closes."""
+
+    def __init__(self, reader: LineReader, method: str):
+        self._reader = reader
+        while True:
+            line = reader.readline(MAX_LINE + 1)
+            if not line:
+                raise http.client.RemoteDisconnected("the engine closed the connection without an answer")
+            found = _STATUS_LINE.fullmatch(line)
+            if found is None:
+                raise http.client.BadStatusLine(line.decode("iso-8859-1")[:80])
+            minor, status, reason = found.groups()
+            fields = read_fields(reader)
+            if not status.startswith(b"1"):  # an interim answer (100 Continue): the real one follows
+                break
+        self.status = int(status)
+        self.reason = (reason or b"").decode("iso-8859-1").strip()
+        self.headers = fields
+        coding = (fields.get("Transfer-Encoding") or "").strip().lower()
+        self.chunked = coding == "chunked"
+        self.length: int | None = None
+        length = fields.get("Content-Length")
+        if not self.chunked and length is not None and length.strip().isdigit():
+            self.length = int(length)
+        if self.status in (204, 304) or method == "HEAD":
+            self.length = 0
+        connection = (fields.get("Connection") or "").lower()
+        self.will_close = (
+            "close" in connection
+            or (minor == b"0" and "keep-alive" not in connection)
+            or (not self.chunked and self.length is None)
+            or (bool(coding) and not self.chunked)
+        )
+        self._chunk_left = 0
+        self._done = self.length == 0
+
+    def getheader(self, name: str, default: str | None = None) -> str | None:
+        """The field ``name``, its values joined by ", " when it is given more than once."""
+        values = self.headers.get_all(name)
+        return ", ".join(values) if values else default
+
+    def getheaders(self) -> list[tuple[str, str]]:
+        return self.headers.items()
+
+    def isclosed(self) -> bool:
+        """Whether the whole body has been read (the connection may then carry the next request)."""
+        return self._done
+
+    def read1(self, size: int) -> bytes:
+        """At most ``size`` bytes of the body, from what one read gives; b"" at its end. Raises
+        ``http.client.IncompleteRead`` for a chunked body that breaks off."""
+        if self._done or size <= 0:
+            return b""
+        reader = self._reader
+        if self.chunked:
+            if self._chunk_left == 0 and not self._next_chunk():
+                return b""
+            data = reader.read1(min(size, self._chunk_left))
+            if not data:
+                raise http.client.IncompleteRead(b"", self._chunk_left)
+            self._chunk_left -= len(data)
+            if self._chunk_left == 0 and reader.readline(3) not in (b"\r\n", b"\n"):
+                raise http.client.IncompleteRead(b"")
+            return data
+        wanted = size if self.length is None else min(size, self.length)
+        data = reader.read1(wanted)
+        if self.length is not None:
+            self.length -= len(data)
+            self._done = self.length == 0
+        elif not data:
+            self._done = True
+        return data
+
+    def _next_chunk(self) -> bool:
+        line = self._reader.readline(MAX_LINE + 1)
+        found = _CHUNK_SIZE.fullmatch(line)
+        if found is None:
+            raise http.client.IncompleteRead(b"")
+        self._chunk_left = int(found.group(1), 16)
+        if self._chunk_left:
+            return True
+        line = self._reader.readline(MAX_LINE + 1)
+        if line not in (b"\r\n", b"\n"):  # a trailer, up to the empty line (most answers have none)
+            if not line:
+                raise http.client.IncompleteRead(b"")
+            read_fields(self._reader, first=line)
+        self._done = True
+        return False
