@@ -73,6 +73,15 @@ def test_help_and_version_options():
     assert re.fullmatch(r"sotakg, version \d+\.\d+\.\d+\n", version.output)
 
 
+def test_the_version_is_the_changelogs_newest_and_the_packages():
+    from sotakg import __version__
+
+    newest = re.search(r"^## \[(\d+\.\d+)\]", (REPO / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    assert newest is not None and __version__.startswith(newest.group(1) + ".")
+    declared = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    assert declared is not None and declared.group(1) == __version__
+
+
 def test_changelog_has_dated_entries():
     text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
     assert re.search(r"^## \[\d+\.\d+\] - \d{4}-\d{2}-\d{2}$", text, re.M)

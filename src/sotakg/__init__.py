@@ -1,3 +1,3 @@
 """sotakg: the ML engineering practices anthology as a knowledge graph."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
