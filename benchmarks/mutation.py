@@ -11,7 +11,9 @@ the tests that reach the mutated function. On the 2 shared cores of RESULTS.md, 
 
 The configuration is ``[tool.mutmut]`` in pyproject.toml (the scope, the files the tests read, the
 pytest options); this runner narrows it to the module asked for and to ``TESTS[module]``, reruns every
-mutant of that module (no result is taken from an earlier run), reads the verdicts from mutmut's
+mutant of that module (no result is taken from an earlier run; ``--survivors`` reruns only the ones the
+last run left alive, against the tests as they are now, and keeps the other verdicts: the quick check
+of new tests written to kill them), reads the verdicts from mutmut's
 ``mutants/<module>.meta`` and prints a Markdown table — mutants, killed, survived, timeout,
 suspicious, no tests, kill rate — and the surviving mutants (``--diff`` shows each one's change; or
 ``mutmut show NAME``). Which survivors are equivalent, and why, is recorded in RESULTS.md.
@@ -61,7 +63,7 @@ CHILD_PROCESS_TESTS = [
 ]
 
 #: mutmut with its configuration narrowed to one module and its tests (argv[1]: JSON of
-#: [module, tests, mutant-name glob, max children]); a changed test selection makes mutmut
+#: [module, tests, mutant names or globs, max children]); a changed test selection makes mutmut
 #: collect its test-to-function map afresh.
 _RUN = """
 import json, sys
@@ -71,7 +73,7 @@ settings = configuration.config()
 settings.only_mutate = [module]
 settings.pytest_add_cli_args_test_selection = tests
 from mutmut.__main__ import cli
-cli(["run", "--max-children", str(children), names])
+cli(["run", "--max-children", str(children), *names])
 """
 
 COLUMNS = ("killed", "survived", "timeout", "suspicious", "no tests", "not checked")
@@ -82,14 +84,22 @@ def mutant_glob(module: str) -> str:
     return module.removeprefix("src/").removesuffix(".py").replace("/", ".") + ".*"
 
 
-def run(module: str, max_children: int) -> None:
-    """``mutmut run`` on every mutant of ``module`` with the tests of its area."""
+def run(module: str, max_children: int, survivors_only: bool = False) -> None:
+    """``mutmut run`` on every mutant of ``module`` with the tests of its area; with
+    ``survivors_only``, on those the last run left alive (with the tests as they are now), keeping
+    the other verdicts."""
     tests = TESTS.get(module, []) + ([KILLS] if (REPO / KILLS).exists() else [])
     tests += [arg for test in CHILD_PROCESS_TESTS for arg in ("--deselect", test)]
-    payload = json.dumps([module, tests, mutant_glob(module), max_children])
-    # mutmut takes a copy newer than its source for mutated already: a copy left unmutated by the run
-    # of another module would be taken for this module's mutants. Removed, it is mutated afresh.
-    (REPO / "mutants" / module).unlink(missing_ok=True)
+    if survivors_only:
+        names = [name for name, status in verdicts(module).items() if status not in ("killed", "timeout")]
+        if not names:
+            return
+    else:
+        names = [mutant_glob(module)]
+        # mutmut takes a copy newer than its source for mutated already: a copy left unmutated by the
+        # run of another module would be taken for this module's mutants. Removed, it is mutated afresh.
+        (REPO / "mutants" / module).unlink(missing_ok=True)
+    payload = json.dumps([module, tests, names, max_children])
     subprocess.run([sys.executable, "-c", _RUN, payload], cwd=REPO, check=False)
 
 
@@ -134,11 +144,16 @@ def main() -> None:
     parser.add_argument("--module", action="append", help="a module to mutate (repeatable); default: all of TESTS")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
     parser.add_argument("--no-run", action="store_true", help="only report the results of the last run")
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="run again only the mutants the last run left alive (after new tests), keeping the other verdicts",
+    )
     parser.add_argument("--diff", action="store_true", help="show each survivor's change")
     args = parser.parse_args()
     for module in args.module or list(TESTS):
         if not args.no_run:
-            run(module, args.max_children)
+            run(module, args.max_children, survivors_only=args.survivors)
         found = verdicts(module)
         if not found:
             print(f"### `{module}`\n\nNot run (no results in mutants/).\n")

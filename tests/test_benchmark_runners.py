@@ -1,0 +1,45 @@
+"""The opt-in benchmark runners' own logic (they are never run by CI, their arithmetic is)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import mutation
+from benchmarks.serve import median_round
+
+
+def test_the_median_round_is_the_middle_by_throughput():
+    rounds = [{"rps": 30.0, "errors": 1}, {"rps": 10.0, "errors": 2}, {"rps": 20.0, "errors": 3}]
+    assert median_round(rounds) == {"rps": 20.0, "errors": 3}
+    assert median_round(rounds[:2]) == {"rps": 10.0, "errors": 2}  # the lower middle of an even number
+
+
+@pytest.fixture
+def mutmut_calls(monkeypatch, tmp_path):
+    """The payloads ``run`` would give mutmut, with a fake project at tmp_path holding one result."""
+    module = "src/sotakg/records/sources.py"
+    meta = tmp_path / "mutants" / f"{module}.meta"
+    meta.parent.mkdir(parents=True)
+    meta.write_text(json.dumps({"exit_code_by_key": {"m.a": 1, "m.b": 0, "m.c": 0, "m.d": 36}}))
+    (tmp_path / "mutants" / module).write_text("# a mutated copy")
+    monkeypatch.setattr(mutation, "REPO", tmp_path)
+    calls: list[list] = []
+    monkeypatch.setattr(mutation.subprocess, "run", lambda argv, **_: calls.append(json.loads(argv[-1])))
+    return module, calls
+
+
+def test_a_full_run_mutates_the_module_afresh(mutmut_calls):
+    module, calls = mutmut_calls
+    mutation.run(module, 2)
+    deselected = [arg for test in mutation.CHILD_PROCESS_TESTS for arg in ("--deselect", test)]
+    assert calls == [[module, mutation.TESTS[module] + deselected, ["sotakg.records.sources.*"], 2]]
+    assert not (mutation.REPO / "mutants" / module).exists()
+
+
+def test_a_survivors_run_names_only_the_mutants_left_alive_and_keeps_the_copy(mutmut_calls):
+    module, calls = mutmut_calls
+    mutation.run(module, 1, survivors_only=True)
+    assert [call[2] for call in calls] == [["m.b", "m.c"]]
+    assert (mutation.REPO / "mutants" / module).exists()
