@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 sys.path.insert(0, str(REPO / "src"))
 
+from benchmarks.environment import child_env  # noqa: E402
 from benchmarks.generate import generate  # noqa: E402
 
 #: Per command: a child that runs longer than this is stopped and the row says so.
@@ -56,12 +57,6 @@ class Row:
     @property
     def median(self) -> float:
         return statistics.median(self.times) if self.times else float("nan")
-
-
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH", "")]))
-    return env
 
 
 def run_sotakg(row: Row, data: Path, store: Path, *args: str) -> None:

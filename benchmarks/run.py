@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.environment import child_env
+
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "benchmarks"
 WORK = BENCH / ".work"
@@ -161,8 +163,7 @@ class Runner:
         self.budget = budget
         self.timeout = timeout
         self.quiet = quiet
-        self.env = dict(os.environ)
-        self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+        self.env = child_env()
         self.results: dict[str, Measurement] = {}
 
     def measure(

@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     if options.screening_only:
         return
 
+    from benchmarks.environment import child_env
     from benchmarks.run import prepare_data
     from sotakg.graph.build import build
     from sotakg.server.serve import free_port
@@ -183,8 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         store = Path(work) / "store"
         counts = build(data, store)
         port = free_port()
-        source = Path(__file__).resolve().parent.parent / "src"
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
+        environment = child_env()
         # `sotakg serve` in a process of its own, as users run it: the load here does not share its GIL.
         log = (Path(work) / "serve.log").open("w")
         served = subprocess.Popen(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import pytest
 
@@ -43,3 +45,18 @@ def test_a_survivors_run_names_only_the_mutants_left_alive_and_keeps_the_copy(mu
     mutation.run(module, 1, survivors_only=True)
     assert [call[2] for call in calls] == [["m.b", "m.c"]]
     assert (mutation.REPO / "mutants" / module).exists()
+
+
+def test_timed_processes_run_this_checkout_from_bytecode(monkeypatch, tmp_path):
+    from benchmarks import environment
+
+    package = tmp_path / "src" / "sotakg"
+    package.mkdir(parents=True)
+    (package / "mod.py").write_text("VALUE = 1\n")
+    monkeypatch.setattr(environment, "SOURCE", tmp_path / "src")
+    monkeypatch.setenv("PYTHONPATH", "elsewhere")
+    environment.compiled.cache_clear()
+    env = environment.child_env()
+    environment.compiled.cache_clear()
+    assert env["PYTHONPATH"] == os.pathsep.join([str(tmp_path / "src"), "elsewhere"])
+    assert [path.name for path in (package / "__pycache__").iterdir()] == [f"mod.{sys.implementation.cache_tag}.pyc"]
