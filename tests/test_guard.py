@@ -561,7 +561,7 @@ def test_a_request_that_trickles_in_is_cut_at_its_deadline(built_store):
 
 
 def test_past_max_connections_a_connection_is_answered_503_at_once(built_store):
-    with guard_over_engine(built_store, max_connections=3) as guard:
+    with guard_over_engine(built_store, max_connections=3, max_connections_per_address=3) as guard:
         idle = [socket.create_connection(("127.0.0.1", guard.port), timeout=15) for _ in range(3)]
         try:
             time.sleep(0.2)  # accepted, each holding its thread
@@ -576,6 +576,49 @@ def test_past_max_connections_a_connection_is_answered_503_at_once(built_store):
         while answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] != 200:
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+ASK_REQUEST = f"GET {ASK} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+
+
+def test_one_address_cannot_take_every_connection(built_store):
+    with guard_over_engine(built_store, max_connections=8, max_connections_per_address=2) as guard:
+        assert guard.per_address == 2
+
+        def from_second_address() -> socket.socket:
+            return socket.create_connection(("127.0.0.1", guard.port), timeout=15, source_address=("127.0.0.2", 0))
+
+        idle = [from_second_address() for _ in range(2)]
+        try:
+            time.sleep(0.2)
+            third = from_second_address()
+            third.sendall(ASK_REQUEST)
+            refused = third.recv(4096)
+            third.close()
+            assert refused.startswith(b"HTTP/1.1 503 ") and b"too many connections from your address" in refused
+            assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200  # others are served
+        finally:
+            idle.pop().close()
+        deadline = time.monotonic() + 5
+        while True:  # a connection given back is free for that address again
+            again = from_second_address()
+            again.sendall(ASK_REQUEST)
+            if again.recv(4096).startswith(b"HTTP/1.1 200 "):
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        again.close()
+        for connection in idle:
+            connection.close()
+
+
+def test_by_default_one_address_may_hold_a_quarter_of_the_connections():
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    with running_guard("127.0.0.1", 0, GuardSettings("127.0.0.1", 9, max_connections=40)) as guard:
+        assert guard.per_address == 10
+    with running_guard("127.0.0.1", 0, GuardSettings("127.0.0.1", 9, max_connections=3)) as guard:
+        assert guard.per_address == 1
 
 
 # ------------------------------------------------------------------ findings of an adversarial review

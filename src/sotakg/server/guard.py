@@ -32,8 +32,8 @@ a line on standard error names the option. A turn ends when the engine has sent 
 when the client has read it: what a slow client has not taken yet waits in memory (``_Relay``; all
 clients together at most ``max_buffered_bytes``, past which a slow client's answer is cut off), and
 it has CLIENT_SECONDS to take the rest. A request has CLIENT_SECONDS in all to arrive (``Watchdog``),
-and at most ``max_connections`` clients are served at once (each holds a thread; the next one is
-answered 503 and closed). The service description leaves out
+and at most ``max_connections`` clients are served at once, a quarter of them from any one address
+(each holds a thread; the next one is answered 503 and closed). The service description leaves out
 ``sd:BasicFederatedQuery``, which the guard refuses.
 """
 
@@ -147,6 +147,8 @@ class GuardSettings:
     max_buffered_bytes: int = 0
     #: Client connections at once (each holds a thread), and seconds a client has to send a request.
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    #: Connections one client address may hold at once (0: a quarter of ``max_connections``).
+    max_connections_per_address: int = 0
     client_seconds: float = CLIENT_SECONDS
     #: The engine behind the guard when it can restart (``serve.Engine``); None: a fixed upstream.
     engine: EngineLink | None = None
@@ -1041,7 +1043,8 @@ _TOO_MANY = (
 
 class GuardServer(http.server.ThreadingHTTPServer):
     """The proxy's listening socket and its settings; one thread per connection, at most
-    ``max_connections`` of them (a connection past that is answered 503 and closed at once)."""
+    ``max_connections`` of them and ``per_address`` from one client address (a connection past
+    either is answered 503 and closed at once)."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -1053,6 +1056,9 @@ class GuardServer(http.server.ThreadingHTTPServer):
         self.turns = Turns(running, settings.max_waiting or max(DEFAULT_WAITING, 4 * running))
         self.buffers = Buffers(settings.max_buffered_bytes or 4 * settings.max_result_bytes)
         self._connections = 0
+        self._by_address: dict[Any, int] = {}
+        #: Connections one client address may hold at once: one address cannot take every thread.
+        self.per_address = settings.max_connections_per_address or max(1, settings.max_connections // 4)
         self._connections_lock = threading.Lock()
         bare = host.strip("[]")
         self.address_family = socket.AF_INET6 if ":" in bare else socket.AF_INET
@@ -1065,19 +1071,24 @@ class GuardServer(http.server.ThreadingHTTPServer):
         self.watchdog = Watchdog()
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        address = client_address[0] if isinstance(client_address, tuple) else client_address
         with self._connections_lock:
             admitted = self._connections < self.settings.max_connections
-            if admitted:
+            mine = self._by_address.get(address, 0)
+            own_share = mine < self.per_address
+            if admitted and own_share:
                 self._connections += 1
-        if admitted:
+                self._by_address[address] = mine + 1
+        if admitted and own_share:
             try:
                 super().process_request(request, client_address)
             except BaseException:  # no thread to count it down: the connection is not served
-                with self._connections_lock:
-                    self._connections -= 1
+                self._count_down(address)
                 raise
             return
         message = b"the server is busy: too many connections; retry shortly\n"
+        if admitted:
+            message = b"the server is busy: too many connections from your address; retry shortly\n"
         try:
             request.setblocking(False)
             request.send(_TOO_MANY % (RETRY_AFTER, len(message), message))
@@ -1089,8 +1100,14 @@ class GuardServer(http.server.ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            with self._connections_lock:
-                self._connections -= 1
+            self._count_down(client_address[0] if isinstance(client_address, tuple) else client_address)
+
+    def _count_down(self, address: Any) -> None:
+        with self._connections_lock:
+            self._connections -= 1
+            left = self._by_address.pop(address) - 1
+            if left:
+                self._by_address[address] = left
 
     def server_close(self) -> None:
         super().server_close()
