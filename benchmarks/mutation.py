@@ -38,7 +38,12 @@ TESTS = {
         "tests/test_records.py",
     ],
     "src/sotakg/records/fastyaml.py": ["tests/test_fastyaml.py", "tests/test_records.py"],
-    "src/sotakg/graph/rdf.py": ["tests/test_roundtrip.py", "tests/test_records.py", "tests/test_security.py"],
+    "src/sotakg/graph/rdf.py": [
+        "tests/test_roundtrip.py",
+        "tests/test_records.py",
+        "tests/test_security.py",
+        "tests/test_rdf_kills.py",
+    ],
     "src/sotakg/rules/report.py": ["tests/test_validate.py"],
     "src/sotakg/records/schema.py": [
         "tests/test_records.py",
