@@ -50,6 +50,7 @@ TESTS = {
         "tests/test_fastyaml.py",
         "tests/test_data.py",
         "tests/test_security.py",
+        "tests/test_schema_kills.py",
     ],
     "src/sotakg/graph/store.py": [
         "tests/test_build.py",
