@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sotakg.cli import cli
 from sotakg.errors import DataError
@@ -42,6 +44,8 @@ def write(data, name: str, content: str | bytes):
         ("- id: SOTA-900\n", 1, "a record must be a mapping of fields"),
         ("title: no id\n", 1, "missing 'id'"),
         ("id: SOTA-900\ntitle: '   '\n", 2, "'title' is empty"),
+        ("id: SOTA-900\nversion: 0b_\n", 2, "0b_ reads as a YAML 1.1 int but is not one; quote it to keep it as text"),
+        ("id: SOTA-900\nversion: +0x_\n", 2, "+0x_ reads as a YAML 1.1 int but is not one; quote it"),
     ],
 )
 def test_bad_record_names_file_line_and_record(tmp_path, content, line, message):
@@ -137,3 +141,23 @@ def test_cli_reports_bad_data_with_exit_1_and_keeps_the_data(runner, workdir):
     assert "(SOTA-049)" in result.output
     assert path.read_text() == original.replace("status: Rejected", "status: no")
     assert not (workdir / ".sotakg" / "store").exists()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.tuples(
+        st.sampled_from(["", "+", "-"]),
+        st.sampled_from(["", "0b", "0x", "0o", "0", "1", ".", "1:", "1e"]),  # YAML 1.1's number prefixes
+        st.text(st.sampled_from("0123456789+-._:xobeEnaNifINF_"), max_size=5),
+    )
+    .map("".join)
+    .filter(bool)
+)
+def test_any_plain_scalar_is_read_or_refused_never_a_crash(tmp_path_factory, text):
+    """YAML 1.1's resolver takes texts its constructors cannot build ("0b_"): each is refused cleanly."""
+    path = tmp_path_factory.mktemp("scalar") / "SOTA-900.yaml"
+    path.write_text(f"id: SOTA-900\nversion: {text}\ntitle: {text}\n", encoding="utf-8")
+    try:
+        read_record(path, "practice", "data/practices/SOTA-900.yaml")
+    except DataError as refused:
+        assert all(problem.file == "data/practices/SOTA-900.yaml" for problem in refused.problems)

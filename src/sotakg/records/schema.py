@@ -255,7 +255,15 @@ def _scalar_value(event: yaml.ScalarEvent) -> Any:
                 event.start_mark.line + 1 if event.start_mark is not None else None,
                 f"the number {shorten(event.value, 24)} has {len(event.value)} characters; no field takes one so large",
             )
-        return constructor.construct_object(yaml.ScalarNode(tag, event.value))
+        try:
+            return constructor.construct_object(yaml.ScalarNode(tag, event.value))
+        except (ValueError, OverflowError, yaml.YAMLError):
+            # YAML 1.1's patterns take texts its constructors cannot build ("0b_", "0x_": no digits).
+            raise SourceRefusal(
+                event.start_mark.line + 1 if event.start_mark is not None else None,
+                f"{shorten(event.value, 24)} reads as a YAML 1.1 {tag.rsplit(':', 1)[-1]} but is not one; "
+                f"quote it to keep it as text",
+            ) from None
     return event.value
 
 
