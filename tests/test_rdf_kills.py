@@ -11,7 +11,7 @@ nodes outside its namespaces).
 from __future__ import annotations
 
 import pytest
-from pyoxigraph import BlankNode, Literal, NamedNode, Quad, Triple
+from pyoxigraph import BlankNode, Literal, NamedNode, Quad, Store, Triple
 
 from sotakg.graph.rdf import (
     Lit,
@@ -189,11 +189,25 @@ def test_a_full_paper_states_typed_year_version_and_url():
 
 @pytest.mark.parametrize(
     "year, lexical",
-    [(0, "0000"), (7, "0007"), (999, "0999"), (1000, "1000"), (2014, "2014"), (-5, "-5"), (-44, "-44")],
+    [
+        (0, "0000"),
+        (7, "0007"),
+        (999, "0999"),
+        (1000, "1000"),
+        (2014, "2014"),
+        (-5, "-0005"),
+        (-44, "-0044"),
+        (-9999, "-9999"),
+    ],
 )
-def test_a_year_is_a_gyear_padded_to_four_digits_when_not_negative(year, lexical):
+def test_a_year_is_a_gyear_of_at_least_four_digits(year, lexical):
     record = Record("paper", "LIT-009", {"id": "LIT-009", "year": year})
     assert list(record_statements(record))[2] == (ID + "LIT-009", SOTA + "year", Lit(lexical, GYEAR))
+    # well-typed for the engine: YEAR() reads it back (an ill-typed "-5" gives no value)
+    store = Store()
+    store.extend(Quad(triple.subject, triple.predicate, triple.object) for triple in record_triples(record))
+    found = list(store.query("SELECT (YEAR(?y) AS ?year) WHERE { ?s <" + SOTA + "year> ?y }"))
+    assert [solution["year"].value for solution in found] == [str(year)]
 
 
 def test_a_full_adr_states_what_it_replaces_and_what_replaced_it():

@@ -12,7 +12,16 @@ from pyoxigraph import Store
 
 from sotakg.graph.rdf import anthology_triples, as_quads, record_triples, records_from_triples
 from sotakg.records.indexpage import PracticeRow, escape_cell, parse_page, render_page, split_cells
-from sotakg.records.schema import Anthology, Record, atomic_write_text, dump_record, load_anthology, record_path
+from sotakg.records.schema import (
+    HIGHEST,
+    LOWEST,
+    Anthology,
+    Record,
+    atomic_write_text,
+    dump_record,
+    load_anthology,
+    record_path,
+)
 
 identifier = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,12}\Z")
 # Records refuse control characters other than tab and newline in text.
@@ -50,7 +59,7 @@ papers = st.builds(
         {
             "title": text,
             "authors": text,
-            "year": st.integers(1000, 2999),
+            "year": st.integers(LOWEST["year"], HIGHEST["year"]),
             "arxiv": st.from_regex(r"\A\d{4}\.\d{4,5}\Z"),
             "arxiv_version": st.integers(1, 20),
             "url": st.sampled_from(["https://example.org/a", "http://x.test/p?q=1"]),

@@ -58,7 +58,8 @@ def _integer(value: int) -> Lit:
 
 
 def _year(value: int) -> Lit:
-    return Lit(f"{value:04d}" if value >= 0 else str(value), v.XSD_GYEAR)
+    # xsd:gYear has at least four digits, after the sign of a year before 1 ("-0005"): "-5" is ill-typed.
+    return Lit(f"{value:04d}" if value >= 0 else f"{value:05d}", v.XSD_GYEAR)
 
 
 def record_statements(record: Record) -> Iterator[Statement]:
