@@ -96,10 +96,13 @@ def run(module: str, max_children: int, survivors_only: bool = False) -> None:
     the other verdicts."""
     tests = TESTS.get(module, []) + ([KILLS] if (REPO / KILLS).exists() else [])
     tests += [arg for test in CHILD_PROCESS_TESTS for arg in ("--deselect", test)]
+    kept: dict[str, object] = {}
     if survivors_only:
+        codes = exit_codes(module)
         names = [name for name, status in verdicts(module).items() if status not in ("killed", "timeout")]
         if not names:
             return
+        kept = {name: code for name, code in codes.items() if name not in names}
     else:
         names = [mutant_glob(module)]
         # mutmut takes a copy newer than its source for mutated already: a copy left unmutated by the
@@ -107,17 +110,29 @@ def run(module: str, max_children: int, survivors_only: bool = False) -> None:
         (REPO / "mutants" / module).unlink(missing_ok=True)
     payload = json.dumps([module, tests, names, max_children])
     subprocess.run([sys.executable, "-c", _RUN, payload], cwd=REPO, check=False)
+    if kept:
+        # mutmut forgets the verdicts on the mutants it was not asked to run: the earlier ones stand.
+        path = REPO / "mutants" / f"{module}.meta"
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        for name, code in kept.items():
+            if meta["exit_code_by_key"].get(name) is None:
+                meta["exit_code_by_key"][name] = code
+        path.write_text(json.dumps(meta, indent=4), encoding="utf-8")
+
+
+def exit_codes(module: str) -> dict[str, object]:
+    """mutmut's exit code for each mutant of ``module`` (``mutants/<module>.meta``; None: not run)."""
+    path = REPO / "mutants" / f"{module}.meta"
+    if not path.exists():
+        return {}
+    return dict(json.loads(path.read_text(encoding="utf-8"))["exit_code_by_key"])
 
 
 def verdicts(module: str) -> dict[str, str]:
     """Each mutant of ``module`` and mutmut's verdict on it, from ``mutants/<module>.meta``."""
     from mutmut.stats import status_by_exit_code
 
-    path = REPO / "mutants" / f"{module}.meta"
-    if not path.exists():
-        return {}
-    meta = json.loads(path.read_text(encoding="utf-8"))
-    return {name: status_by_exit_code[code] for name, code in sorted(meta["exit_code_by_key"].items())}
+    return {name: status_by_exit_code[code] for name, code in sorted(exit_codes(module).items())}
 
 
 def table(module: str, found: dict[str, str]) -> str:

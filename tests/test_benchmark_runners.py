@@ -28,7 +28,14 @@ def mutmut_calls(monkeypatch, tmp_path):
     (tmp_path / "mutants" / module).write_text("# a mutated copy")
     monkeypatch.setattr(mutation, "REPO", tmp_path)
     calls: list[list] = []
-    monkeypatch.setattr(mutation.subprocess, "run", lambda argv, **_: calls.append(json.loads(argv[-1])))
+
+    def fake_mutmut(argv, **_):  # runs what it is given, and forgets the rest, as mutmut does
+        asked = json.loads(argv[-1])
+        calls.append(asked)
+        run = {name: (1 if name == "m.b" else 0) for name in asked[2]}
+        meta.write_text(json.dumps({"exit_code_by_key": {"m.a": None, "m.b": None, "m.c": None, "m.d": None, **run}}))
+
+    monkeypatch.setattr(mutation.subprocess, "run", fake_mutmut)
     return module, calls
 
 
@@ -45,6 +52,7 @@ def test_a_survivors_run_names_only_the_mutants_left_alive_and_keeps_the_copy(mu
     mutation.run(module, 1, survivors_only=True)
     assert [call[2] for call in calls] == [["m.b", "m.c"]]
     assert (mutation.REPO / "mutants" / module).exists()
+    assert mutation.verdicts(module) == {"m.a": "killed", "m.b": "killed", "m.c": "survived", "m.d": "timeout"}
 
 
 def test_timed_processes_run_this_checkout_from_bytecode(monkeypatch, tmp_path):
