@@ -161,3 +161,74 @@ def test_any_plain_scalar_is_read_or_refused_never_a_crash(tmp_path_factory, tex
         read_record(path, "practice", "data/practices/SOTA-900.yaml")
     except DataError as refused:
         assert all(problem.file == "data/practices/SOTA-900.yaml" for problem in refused.problems)
+
+
+KINDS = ["practice", "paper", "adr", "topic"]
+_YAML_PIECES = [
+    "id: SOTA-900\n",
+    "title: ",
+    "version: ",
+    "cites: ",
+    "status: ",
+    "year: ",
+    "\n",
+    "  ",
+    "- ",
+    ": ",
+    ", ",
+    "[",
+    "]",
+    "{",
+    "}",
+    "'",
+    '"',
+    "#",
+    "&a ",
+    "*a",
+    "!!str ",
+    "!!int ",
+    "!!binary ",
+    "!x ",
+    "? ",
+    "|\n",
+    ">\n",
+    "---\n",
+    "...\n",
+    "0b_",
+    "0x1F",
+    "0o7",
+    "1_000",
+    "1:30",
+    ".inf",
+    ".NaN",
+    "-.5e3",
+    "2024-01-01",
+    "~",
+    "null",
+    "yes",
+    "<<: ",
+    "=",
+    "\\",
+    "\t",
+    "\x85",
+    "\u2028",
+    "\ufeff",
+    "é",
+    "LIT-016",
+    "SOTA-017 v2",
+    "%YAML 1.1\n",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_YAML_PIECES), max_size=14).map("".join), st.sampled_from(KINDS))
+def test_any_yaml_text_is_read_or_refused_with_its_file_never_a_traceback(tmp_path_factory, text, kind):
+    """A pull request writes any text into a record file: it is a record or a DataError, nothing else."""
+    path = tmp_path_factory.mktemp("record") / "SOTA-900.yaml"
+    path.write_text(text, encoding="utf-8")
+    try:
+        record = read_record(path, kind, "data/records/SOTA-900.yaml")
+    except DataError as refused:
+        assert refused.problems and all(p.file == "data/records/SOTA-900.yaml" for p in refused.problems)
+    else:
+        assert record.kind == kind
