@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import signal
 import socket
 import threading
@@ -823,3 +824,88 @@ def test_an_answer_has_one_server_and_one_date_and_a_small_one_its_length(built_
     assert body.count(b'"s"') == 4  # the head's variable and three rows
     big_head, _, big_body = big.partition(b"\r\n\r\n")
     assert b"Transfer-Encoding: chunked" in big_head and big_body.endswith(b"\r\n0\r\n\r\n")
+
+
+@contextmanager
+def _recording_engine():
+    """A stand-in engine on 127.0.0.1 that answers every request `{}` (by length or chunked, in turn)
+    and records the head of each request it gets."""
+    heads: list[bytes] = []
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+
+    def serve(connection: socket.socket) -> None:
+        with connection:
+            connection.settimeout(5)
+            pending, answered = b"", 0
+            try:
+                while True:
+                    while b"\r\n\r\n" not in pending:
+                        data = connection.recv(65536)
+                        if not data:
+                            return
+                        pending += data
+                    head, _, pending = pending.partition(b"\r\n\r\n")
+                    heads.append(head)
+                    length = re.search(rb"(?im)^content-length: *([0-9]+)\r?$", head)
+                    pending = pending[int(length.group(1)) :] if length else pending
+                    answered += 1
+                    connection.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+                        if answered % 2
+                        else b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+                    )
+            except OSError:
+                return
+
+    def accept() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield listener.getsockname()[1], heads
+    finally:
+        listener.close()
+
+
+_CLIENT_PIECES = [b"GET", b"POST", b"HEAD", b" ", b"/query?query=ASK%7B%7D", b"/", b"HTTP/1.1", b"HTTP/1.0", b"\r\n"]
+_CLIENT_PIECES += [b"\n", b"\r", b"Host: x", b"Content-Length: 3", b"Transfer-Encoding: chunked", b"ASK{}", b":"]
+_CLIENT_PIECES += [b"Content-Type: application/sparql-query", b"Expect: 100-continue", b"Connection: close"]
+_CLIENT_PIECES += [b"\x00", b"\xff", b" folded", b"\t", b"X-A: 1"]
+#: What the engine may be sent: a request line and header fields as RFC 9112 writes them.
+_ENGINE_HEAD = re.compile(
+    rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+ [\x21-\x7e]+ HTTP/1\.1(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+: [^\x00\r\n]*)*"
+)
+
+
+def test_any_bytes_from_a_client_get_an_answer_or_a_close_and_the_engine_only_strict_heads():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    with _recording_engine() as (engine_port, heads):
+        settings_ = GuardSettings("127.0.0.1", engine_port, client_seconds=2.0, log=lambda line: None)
+        with running_guard("127.0.0.1", 0, settings_) as guard:
+
+            @settings(max_examples=150, deadline=None)
+            @given(st.lists(st.sampled_from(_CLIENT_PIECES), min_size=1, max_size=20).map(b"".join))
+            def exchange(data: bytes) -> None:
+                with socket.create_connection(("127.0.0.1", guard.port), timeout=5) as client:
+                    client.sendall(data)
+                    client.shutdown(socket.SHUT_WR)
+                    answer = b""
+                    while chunk := client.recv(65536):
+                        answer += chunk
+                assert answer == b"" or answer.startswith(b"HTTP/1.1 "), (data, answer[:200])
+
+            exchange()
+            for head in heads:
+                assert _ENGINE_HEAD.fullmatch(head), head
+            assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
