@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -117,15 +118,26 @@ def invoke(runner: CliRunner, built_store: tuple[Path, Path], *args: str, **kwar
 
 
 @contextmanager
-def counting_listener() -> Iterator[tuple[int, list[int]]]:
-    """A TCP listener on a free 127.0.0.1 port that accepts and closes every connection: its port and
-    a list that grows by one per connection."""
+def stand_in_server(
+    handle: Callable[[socket.socket], None] | None = None,
+) -> Iterator[tuple[int, list[int]]]:
+    """A TCP server on a free 127.0.0.1 port: each connection it accepts is counted, then given to
+    ``handle`` in a thread of its own (None: closed at once) and closed after. Its port, and a list
+    that grows by one per connection."""
     seen: list[int] = []
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(64)
     server.settimeout(0.1)
     stopping = threading.Event()
+
+    def serve(connection: socket.socket) -> None:
+        with connection:
+            try:
+                if handle is not None:
+                    handle(connection)
+            except OSError:
+                pass
 
     def accept() -> None:
         while not stopping.is_set():
@@ -134,7 +146,10 @@ def counting_listener() -> Iterator[tuple[int, list[int]]]:
             except OSError:
                 continue
             seen.append(1)
-            connection.close()
+            if handle is None:
+                connection.close()
+            else:
+                threading.Thread(target=serve, args=(connection,), daemon=True).start()
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
@@ -144,3 +159,9 @@ def counting_listener() -> Iterator[tuple[int, list[int]]]:
         stopping.set()
         thread.join(5)
         server.close()
+
+
+def counting_listener() -> contextlib.AbstractContextManager[tuple[int, list[int]]]:
+    """A TCP listener on a free 127.0.0.1 port that accepts and closes every connection: its port and
+    a list that grows by one per connection."""
+    return stand_in_server()

@@ -14,12 +14,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from .conftest import counting_listener
+from .conftest import counting_listener, stand_in_server
 from .test_serve import ASK, serving
 
 SLOW = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l . ?m ?n2 ?o }"
@@ -686,37 +687,14 @@ def test_http_1_0_answers_waiting_in_memory_are_bounded(built_store):
         assert guard.buffers.used == 0
 
 
-@contextmanager
-def _engine_that_dies_mid_answer():
-    """A stand-in engine that announces 1000 bytes, sends 400 and closes the connection."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                continue
-            with connection:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += connection.recv(4096)
-                kind = b"text/turtle" if data.split(b" ")[1].startswith(b"/query") else b"application/javascript"
-                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\nContent-Length: 1000\r\n\r\n")
-                connection.sendall(b"# " + b"A" * 398)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(2)
-        listener.close()
+def _dies_mid_answer(connection: socket.socket) -> None:
+    """A stand-in engine's answer: it announces 1000 bytes, sends 400 and closes the connection."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += connection.recv(4096)
+    kind = b"text/turtle" if data.split(b" ")[1].startswith(b"/query") else b"application/javascript"
+    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\nContent-Length: 1000\r\n\r\n")
+    connection.sendall(b"# " + b"A" * 398)
 
 
 @pytest.mark.parametrize("path", ["/yasgui.min.js", "/query"])
@@ -724,7 +702,7 @@ def test_an_answer_the_engine_ends_short_of_its_length_never_looks_complete(path
     from sotakg.server.guard import GuardSettings, running_guard
 
     lines: list[str] = []
-    with _engine_that_dies_mid_answer() as port:
+    with stand_in_server(_dies_mid_answer) as (port, _):
         with running_guard("127.0.0.1", 0, GuardSettings("127.0.0.1", port, log=lines.append)) as guard:
             answer = raw_request(guard.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode(), 5)
     head, _, body = answer.partition(b"\r\n\r\n")
@@ -826,52 +804,31 @@ def test_an_answer_has_one_server_and_one_date_and_a_small_one_its_length(built_
     assert b"Transfer-Encoding: chunked" in big_head and big_body.endswith(b"\r\n0\r\n\r\n")
 
 
-@contextmanager
-def _recording_engine():
-    """A stand-in engine on 127.0.0.1 that answers every request `{}` (by length or chunked, in turn)
-    and records the head of each request it gets."""
-    heads: list[bytes] = []
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
+def _recording_engine(heads: list[bytes]) -> Callable[[socket.socket], None]:
+    """A stand-in engine that answers every request `{}` (by length or chunked, in turn) and records
+    the head of each request it gets in ``heads``."""
 
-    def serve(connection: socket.socket) -> None:
-        with connection:
-            connection.settimeout(5)
-            pending, answered = b"", 0
-            try:
-                while True:
-                    while b"\r\n\r\n" not in pending:
-                        data = connection.recv(65536)
-                        if not data:
-                            return
-                        pending += data
-                    head, _, pending = pending.partition(b"\r\n\r\n")
-                    heads.append(head)
-                    length = re.search(rb"(?im)^content-length: *([0-9]+)\r?$", head)
-                    pending = pending[int(length.group(1)) :] if length else pending
-                    answered += 1
-                    connection.sendall(
-                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
-                        if answered % 2
-                        else b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
-                    )
-            except OSError:
-                return
-
-    def accept() -> None:
+    def answer(connection: socket.socket) -> None:
+        connection.settimeout(5)
+        pending, answered = b"", 0
         while True:
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(connection,), daemon=True).start()
+            while b"\r\n\r\n" not in pending:
+                data = connection.recv(65536)
+                if not data:
+                    return
+                pending += data
+            head, _, pending = pending.partition(b"\r\n\r\n")
+            heads.append(head)
+            length = re.search(rb"(?im)^content-length: *([0-9]+)\r?$", head)
+            pending = pending[int(length.group(1)) :] if length else pending
+            answered += 1
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+                if answered % 2
+                else b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+            )
 
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield listener.getsockname()[1], heads
-    finally:
-        listener.close()
+    return answer
 
 
 _CLIENT_PIECES = [b"GET", b"POST", b"HEAD", b" ", b"/query?query=ASK%7B%7D", b"/", b"HTTP/1.1", b"HTTP/1.0", b"\r\n"]
@@ -890,7 +847,8 @@ def test_any_bytes_from_a_client_get_an_answer_or_a_close_and_the_engine_only_st
 
     from sotakg.server.guard import GuardSettings, running_guard
 
-    with _recording_engine() as (engine_port, heads):
+    heads: list[bytes] = []
+    with stand_in_server(_recording_engine(heads)) as (engine_port, _):
         settings_ = GuardSettings("127.0.0.1", engine_port, client_seconds=2.0, log=lambda line: None)
         with running_guard("127.0.0.1", 0, settings_) as guard:
 

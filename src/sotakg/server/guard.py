@@ -173,9 +173,9 @@ class EngineLink(Protocol):
 # ------------------------------------------------------------------------------------------ screening
 
 
-#: Headers whose value the guard screens; each may come at most once, and is forwarded as screened.
 #: A request line as RFC 9112 writes it: a token, one space, a target, one space, HTTP/digit.digit.
 _REQUEST_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([^ \t\r\n]+) HTTP/([0-9])\.([0-9])\r?\n")
+#: Headers whose value the guard screens; each may come at most once, and is forwarded as screened.
 _SCREENED = frozenset({"content-type", "content-encoding"})
 _NOT_FORWARDED = _HOP_BY_HOP | _SCREENED
 #: Headers that say what the body is or how long: two of one (in any spelling) make the request
@@ -1031,6 +1031,11 @@ class Watchdog:
         self._thread.join(5)
 
 
+def _host_of(client_address: Any) -> Any:
+    """The host part of a client's address (the whole of it for a socket family without ports)."""
+    return client_address[0] if isinstance(client_address, tuple) else client_address
+
+
 #: The Date field of answers, formatted once a second: (the second, the text).
 _date_field: tuple[int, str] = (0, "")
 
@@ -1071,7 +1076,7 @@ class GuardServer(http.server.ThreadingHTTPServer):
         self.watchdog = Watchdog()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        address = client_address[0] if isinstance(client_address, tuple) else client_address
+        address = _host_of(client_address)
         with self._connections_lock:
             admitted = self._connections < self.settings.max_connections
             mine = self._by_address.get(address, 0)
@@ -1100,7 +1105,7 @@ class GuardServer(http.server.ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._count_down(client_address[0] if isinstance(client_address, tuple) else client_address)
+            self._count_down(_host_of(client_address))
 
     def _count_down(self, address: Any) -> None:
         with self._connections_lock:

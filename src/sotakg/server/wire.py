@@ -14,7 +14,6 @@ from __future__ import annotations
 import http.client
 import re
 import socket
-from collections.abc import Iterator
 from typing import Protocol
 
 
@@ -41,8 +40,7 @@ class BadHead(http.client.HTTPException):
 
 
 class Headers:
-    """Header fields in the order received; names are compared without regard to case. Offers the
-    part of ``email.message.Message`` that ``http.server`` and ``http.client`` use."""
+    """Header fields in the order received; names are compared without regard to case."""
 
     __slots__ = ("_fields", "_by_name")
 
@@ -57,35 +55,17 @@ class Headers:
         values = self._by_name.get(name.lower())
         return values[0] if values else default
 
-    def get_all(self, name: str, default: list[str] | None = None) -> list[str] | None:
-        """Every value of the field ``name``, in order, or ``default``."""
-        values = self._by_name.get(name.lower())
-        return list(values) if values else default
+    def get_all(self, name: str) -> list[str]:
+        """Every value of the field ``name``, in order."""
+        return list(self._by_name.get(name.lower(), ()))
 
     def count(self, name: str) -> int:
         """How many times the field ``name`` is given."""
         return len(self._by_name.get(name.lower(), ()))
 
     def items(self) -> list[tuple[str, str]]:
+        """Every (name, value), in order."""
         return list(self._fields)
-
-    def keys(self) -> list[str]:
-        return [name for name, _ in self._fields]
-
-    def values(self) -> list[str]:
-        return [value for _, value in self._fields]
-
-    def __getitem__(self, name: str) -> str | None:
-        return self.get(name)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lower() in self._by_name
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keys())
-
-    def __len__(self) -> int:
-        return len(self._fields)
 
 
 def read_fields(stream: LineReader, first: bytes | None = None) -> Headers:
@@ -182,7 +162,7 @@ class EngineAnswer:
         self.chunked = coding == "chunked"
         self.length: int | None = None
         length = fields.get("Content-Length")
-        if not self.chunked and length is not None and length.strip().isdigit():
+        if not self.chunked and length is not None and length.strip().isascii() and length.strip().isdigit():
             self.length = int(length)
         if self.status in (204, 304) or method == "HEAD":
             self.length = 0
