@@ -73,6 +73,8 @@ def test_a_canned_query_imports_neither_yaml_nor_the_compiler(folder):
     assert heavy_modules(probe["modules"]) == set()
     assert COMPILER not in probe["modules"]
     assert "sotakg.graph.rdf" not in probe["modules"]  # the store was fresh: no rebuild
+    # nor the record reader: the query's header needs only the YAML 1.1 scalar rule
+    assert "sotakg.records.schema" not in probe["modules"]
     assert {"sotakg.query.remote", "sotakg.rules.validate", "http.client"}.isdisjoint(probe["modules"])
 
 

@@ -137,7 +137,7 @@ def find_named(
 
 def read_canned(path: Path) -> CannedQuery:
     """Read one ``.rq`` file and check its header (QueryHeaderError names the file and the problem)."""
-    from ..records.schema import display_path
+    from ..records.sources import display_path
 
     shown = display_path(path)
     try:

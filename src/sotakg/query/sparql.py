@@ -722,7 +722,7 @@ class LocalBackend:
 
     @property
     def label(self) -> str:
-        from ..records.schema import display_path
+        from ..records.sources import display_path
 
         return f"the store {display_path(self.store_path)}"
 
