@@ -473,6 +473,25 @@ def test_hostile_trees_stay_inert(runner, tmp_path: Path, monkeypatch: pytest.Mo
     assert victim.read_text(encoding="utf-8").startswith("id: SOTA-666")
 
 
+def test_a_record_name_in_a_revision_that_is_not_utf8_is_an_error(runner, tmp_path: Path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    odd = os.fsencode(repo / "data" / "practices") + b"/SOTA-\xff.yaml"
+    with open(odd, "wb") as handle:
+        handle.write((repo / "data" / "practices" / "SOTA-049.yaml").read_bytes())
+    named = commit(repo, "a record under a name that is not UTF-8")
+    os.unlink(odd)
+    monkeypatch.chdir(repo)
+    result = diff(runner, base, named)
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert (
+        "data/practices/SOTA-\\xff.yaml: a name that is not UTF-8 (shown here with \\x escapes); rename it: "
+        "sotakg reads names as UTF-8 (SOTA-\\xff)" in result.output
+    )
+
+
 def test_a_folder_named_like_base_is_never_taken_for_it(runner, tmp_path: Path, monkeypatch) -> None:
     # A pull request can commit folders named like the base commit, or origin/main: BASE stays the revision.
     isolate_git(monkeypatch)

@@ -303,6 +303,74 @@ def test_a_link_inside_the_data_folder_is_read(runner, workdir):
     assert "42 practices" in result.output
 
 
+def _export_triples(runner) -> set[str]:
+    result = runner.invoke(cli, ["export", "rdf", "--format", "ntriples"])
+    assert result.exit_code == 0, result.output
+    return set(result.output.splitlines())
+
+
+def _title_of(runner, record: str) -> str:
+    result = runner.invoke(cli, ["sparql", "--format", "csv", f"SELECT ?t WHERE {{ id:{record} dcterms:title ?t }}"])
+    assert result.exit_code == 0, result.output
+    return result.output.splitlines()[1]
+
+
+def test_edits_behind_a_linked_record_folder_are_seen_and_pointing_it_elsewhere_rebuilds(runner, workdir):
+    data = workdir / "data"
+    (data / "practices").rename(data / ".practices")
+    os.symlink(".practices", data / "practices")
+    assert runner.invoke(cli, ["build"]).exit_code == 0
+    record = data / ".practices" / "SOTA-049.yaml"
+    record.write_text(record.read_text().replace("title: ", "title: Edited ", 1))
+    assert _title_of(runner, "SOTA-049").startswith("Edited ")  # the store follows the edit
+    # another folder behind the same link: one record gone, one changed
+    shutil.copytree(data / ".practices", data / ".other")
+    (data / ".other" / "SOTA-048.yaml").unlink()
+    other = data / ".other" / "SOTA-047.yaml"
+    other.write_text(other.read_text().replace("title: ", "title: Other ", 1))
+    (data / "practices").unlink()
+    os.symlink(".other", data / "practices")
+    incremental = _export_triples(runner)
+    built = runner.invoke(cli, ["build", "--force"])
+    assert built.exit_code == 0, built.output
+    assert incremental == _export_triples(runner)
+    typed = "<https://w3id.org/sotakg/id/SOTA-048> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+    assert not any(line.startswith(typed) for line in incremental)
+    assert _title_of(runner, "SOTA-047").startswith("Other ")
+
+
+def test_a_record_name_that_is_not_utf8_is_an_error_naming_it(runner, workdir):
+    assert runner.invoke(cli, ["build"]).exit_code == 0
+    record = os.fsencode(workdir / "data" / "practices") + b"/SOTA-\xff.yaml"
+    with open(record, "wb") as handle:  # a copy of a record under a name git can hold but UTF-8 cannot
+        handle.write((workdir / "data" / "practices" / "SOTA-049.yaml").read_bytes())
+    message = "a name that is not UTF-8 (shown here with \\x escapes); rename it: sotakg reads names as UTF-8"
+    for command in (["build"], ["build", "--force"], ["validate"]):
+        result = runner.invoke(cli, command)
+        assert result.exit_code == 1, (command, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), command
+        assert f"data/practices/SOTA-\\xff.yaml: {message}" in result.output.replace("[data-readable] violation: ", "")
+    os.unlink(record)
+    assert runner.invoke(cli, ["build"]).exit_code == 0  # nothing of it was kept
+
+
+def test_folders_nested_past_the_depth_limit_are_an_error_not_a_crash(runner, workdir):
+    assert runner.invoke(cli, ["build"]).exit_code == 0
+    deepest = os.fsencode(workdir / "data" / "practices")
+    for _ in range(300):  # far past the limit (pytest must still be able to remove it)
+        deepest += b"/a"
+        os.mkdir(deepest)
+    with open(deepest + b"/SOTA-995.yaml", "wb") as handle:
+        handle.write(b"id: SOTA-995\n")
+    shown = "data/practices" + "/a" * 32
+    for command in (["build"], ["validate"], ["validate", "--format", "sarif"]):
+        result = runner.invoke(cli, command)
+        assert result.exit_code == 1, (command, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), command
+        assert shown in result.output and shown + "/a" not in result.output
+    assert "a folder nested more than 32 levels deep" in runner.invoke(cli, ["build"]).output
+
+
 @pytest.mark.parametrize(
     ("make", "shown", "message"),
     [

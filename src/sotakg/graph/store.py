@@ -30,9 +30,11 @@ from .. import __version__
 from ..errors import StoreBusy, StoreError
 from ..records.sources import (
     FOLDER_KINDS,
+    MAX_FOLDER_DEPTH,
     SourceFile,
     atomic_write_text,
     display_path,
+    escaped_name,
     link_refusal,
     max_file_bytes,
     read_bounded,
@@ -418,8 +420,17 @@ def scan_data(data_dir: Path) -> tuple[list[SourceFile], dict[str, FileStat]]:
 def scan_stats(data_dir: Path) -> dict[str, FileStat]:
     """Each YAML file's FileStat by path relative to ``data_dir``, in the folders' own order, from one
     stat call a file: the whole cost of a no-change command at scale. Each folder is listed through
-    its descriptor, so that the stat of an entry resolves one name rather than a path."""
+    its descriptor, so that the stat of an entry resolves one name rather than a path.
+
+    It looks where ``scan_sources`` looks, so that whatever the build would read or refuse is seen to
+    change: a top-level link to a folder inside the data folder is followed (and listed itself, so
+    that pointing it elsewhere is a change), any other link is listed by its own stat, and a name
+    that is not UTF-8 or a folder past ``MAX_FOLDER_DEPTH`` is listed, never looked into."""
     stats: dict[str, FileStat] = {}
+    real_root = os.path.realpath(data_dir)
+
+    def listed(key: str, info: os.stat_result) -> None:
+        stats[key] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
 
     def walk(descriptor: int, relative: str) -> None:
         try:
@@ -430,14 +441,26 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
                 name = entry.name
                 if name[0] == ".":
                     continue
+                escaped = escaped_name(name)
+                if escaped is not None:  # refused by name, never read
+                    listed(base + escaped, entry.stat(follow_symlinks=False))
+                    continue
                 is_record_name = name.endswith((".yaml", ".yml"))
+                if not is_record_name and entry.is_symlink():
+                    listed(base + name, entry.stat(follow_symlinks=False))
+                    if not relative and _is_folder_inside(os.path.join(data_dir, name), real_root):
+                        with contextlib.suppress(OSError):
+                            walk(os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=descriptor), name)
+                    continue
                 if not relative and name in FOLDER_KINDS and not entry.is_dir(follow_symlinks=False):
-                    # A record folder that is a file or a link: listed, so that a change of it is seen
-                    # and the build names it (scan_sources refuses it).
-                    info = entry.stat(follow_symlinks=False)
-                    stats[name] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+                    # A record folder that is a file: listed, so that a change of it is seen and the
+                    # build names it (scan_sources refuses it).
+                    listed(name, entry.stat(follow_symlinks=False))
                     continue
                 if entry.is_dir(follow_symlinks=False) and not is_record_name:
+                    if (base + name).count("/") >= MAX_FOLDER_DEPTH:
+                        listed(base + name, entry.stat(follow_symlinks=False))  # refused, not walked
+                        continue
                     try:
                         inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=descriptor)
                     except OSError:
@@ -450,7 +473,7 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
                     info = entry.stat()
                 except OSError:  # a dangling link: listed, so that the build names it
                     info = entry.stat(follow_symlinks=False)
-                stats[base + name] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+                listed(base + name, info)
         except OSError:
             return
         finally:
@@ -462,6 +485,11 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
         return stats
     walk(root, "")
     return stats
+
+
+def _is_folder_inside(path: str, real_root: str) -> bool:
+    real = os.path.realpath(path)
+    return real.startswith(real_root + os.sep) and os.path.isdir(real)
 
 
 def _stat_digest(stats: dict[str, FileStat]) -> str:

@@ -24,7 +24,16 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import DataError, Problem, UsageProblem
 from .schema import Anthology, load_anthology
-from .sources import FOLDER_KINDS, REGISTRY_FILE, SourceFile, display_path, max_file_bytes, too_large
+from .sources import (
+    FOLDER_KINDS,
+    NOT_UTF8,
+    REGISTRY_FILE,
+    SourceFile,
+    display_path,
+    escaped_name,
+    max_file_bytes,
+    too_large,
+)
 
 #: Every git call is bounded in time: a huge or broken repository is an error, never a hang.
 GIT_TIMEOUT = 60.0
@@ -169,6 +178,11 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[dict[str,
         parts = PurePosixPath(relative).parts
         if any(part.startswith(".") for part in parts) or not relative.endswith((".yaml", ".yml")):
             continue  # as on disk: hidden entries and other files are not records
+        escaped = escaped_name(relative)
+        if escaped is not None:  # as on disk: refused by name, with its bytes escaped
+            shown = f"{shown_prefix}/{escaped}" if shown_prefix else escaped
+            problems.append(Problem(shown, None, PurePosixPath(escaped).stem, NOT_UTF8))
+            continue
         shown = f"{shown_prefix}/{relative}" if shown_prefix else relative
         stem = PurePosixPath(relative).stem
         if kind != "blob" or mode not in _REGULAR_MODES:

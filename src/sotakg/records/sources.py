@@ -52,6 +52,20 @@ class SourceFile(NamedTuple):
 _by_name = attrgetter("name")
 OUTSIDE = "a link to something outside the data folder; sotakg opens nothing there: replace the link with the file"
 DANGLING = "a link to nothing (its target is missing); remove the link or restore its target"
+NOT_UTF8 = "a name that is not UTF-8 (shown here with \\x escapes); rename it: sotakg reads names as UTF-8"
+#: How deep folders are looked into (records sit one level down): deeper ones are refused, not walked.
+MAX_FOLDER_DEPTH = 32
+TOO_DEEP = f"a folder nested more than {MAX_FOLDER_DEPTH} levels deep; sotakg does not look inside: move its files up"
+
+
+def escaped_name(name: str) -> str | None:
+    """``name`` (as ``os`` decodes it) with the bytes that are not UTF-8 written as ``\\xNN``; None
+    when it is UTF-8 already. Such a name cannot go into a message, a manifest or the source table."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return None
 
 
 def _inside(path: str, root: str) -> bool:
@@ -96,7 +110,11 @@ def scan_sources(data_dir: Path, only: Collection[str] | None = None) -> list[So
         try:
             listed: Iterable[os.DirEntry[str]] = os.scandir(folder)
             if only is not None:  # the record files not asked for are dropped before anything is done with them
-                listed = [e for e in listed if not e.name.endswith((".yaml", ".yml")) or base + e.name in only]
+                listed = [
+                    e
+                    for e in listed
+                    if not e.name.endswith((".yaml", ".yml")) or base + (escaped_name(e.name) or e.name) in only
+                ]
             entries = sorted(listed, key=_by_name)
         except OSError:
             return
@@ -104,8 +122,14 @@ def scan_sources(data_dir: Path, only: Collection[str] | None = None) -> list[So
             name = entry.name
             if name.startswith("."):
                 continue
-            rel = f"{relative}/{name}" if relative else name
             is_record_name = name.endswith((".yaml", ".yml"))
+            escaped = escaped_name(name)
+            if escaped is not None:
+                with contextlib.suppress(OSError):
+                    if is_record_name or entry.is_dir():
+                        refuse(entry.path, f"{relative}/{escaped}" if relative else escaped, None, NOT_UTF8)
+                continue
+            rel = f"{relative}/{name}" if relative else name
             if not relative:
                 kind = "registry" if name == REGISTRY_FILE else None
             else:
@@ -130,6 +154,8 @@ def scan_sources(data_dir: Path, only: Collection[str] | None = None) -> list[So
                     refuse(entry.path, rel, kind, "a folder named like a record file; a record is a file")
                 elif is_link and relative:
                     refuse(entry.path, rel, None, "a link to a folder in a record folder; sotakg does not follow it")
+                elif rel.count("/") >= MAX_FOLDER_DEPTH:
+                    refuse(entry.path, rel, None, TOO_DEEP)
                 else:
                     walk(entry.path, rel)
                 continue
