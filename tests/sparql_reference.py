@@ -19,6 +19,9 @@ from sotakg.query.sparql import (
     UPDATE_KEYWORDS,
     QueryLimits,
     Token,
+    _bad_string_refusal,
+    _keyword_refusal,
+    _reifier_refusal,
     position,
 )
 
@@ -44,20 +47,41 @@ _NUMBER = re.compile(
     r"[0-9]++\.[0-9]*+[eE][+-]?[0-9]++|\.[0-9]++[eE][+-]?[0-9]++|[0-9]++[eE][+-]?[0-9]++|[0-9]*+\.[0-9]++|[0-9]++"
 )
 _ESCAPES = r"""\\[tbnrf"'\\]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"""
+#: The code point of a \\u or \\U escape: the engine's string rule fails unless it is a character.
+_ESCAPE_SEQUENCE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|.)", re.S)
 _STRING = {
     "'''": re.compile("'''(?:(?:''|')?+(?:[^'\\\\]|" + _ESCAPES + "))*+'''"),
     '"""': re.compile('"""(?:(?:""|")?+(?:[^"\\\\]|' + _ESCAPES + '))*+"""'),
     "'": re.compile("'(?:[^'\\\\\\n\\r]|" + _ESCAPES + ")*+'"),
     '"': re.compile('"(?:[^"\\\\\\n\\r]|' + _ESCAPES + ')*+"'),
 }
-# A string the engine cannot read (unterminated, a bad escape) fails the whole query there; it is
-# still taken as one token so that tools reading unfinished text (the console) see where it runs.
+# The engine tries the long form, then the short one (a failed long string is read again as short
+# ones). A string neither reads fails the query there; it is still taken as one token, to the end of
+# its line, so that tools reading unfinished text (the console) see where it runs.
 _LOOSE_STRING = {
-    "'''": re.compile(r"'''(?:[^'\\]|\\.|'(?!''))*+(?:'''|\Z)", re.S),
-    '"""': re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*+(?:"""|\Z)', re.S),
     "'": re.compile(r"'(?:[^'\\\n\r]|\\.)*+(?:'|$)", re.M),
     '"': re.compile(r'"(?:[^"\\\n\r]|\\.)*+(?:"|$)', re.M),
 }
+
+
+def _read_string(text: str, i: int) -> re.Match[str] | None:
+    """The string the engine reads at ``i``: the first of the long and the short form that matches and
+    whose escapes all name characters."""
+    quote = text[i]
+    for form in (quote * 3, quote):
+        if form == quote * 3 and not text.startswith(form, i):
+            continue
+        match = _STRING[form].match(text, i)
+        escapes = _ESCAPE_SEQUENCE.finditer(match.group()) if match else ()
+        if match and all(_is_character(int(e.group(1) or e.group(2) or "0", 16)) for e in escapes):
+            return match
+    return None
+
+
+def _is_character(code: int) -> bool:
+    return code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF
+
+
 #: An IRI as SPARQL 1.1 defines it. Where the engine compares (``?a<?b>?c``), the standard's longest
 #: token rule reads an IRI: such text is refused rather than given two meanings.
 _STANDARD_IRIREF = re.compile(r'<[^<>"{}|^`\\\x00-\x20]*+>')
@@ -139,10 +163,11 @@ def tokens(text: str) -> Iterator[Token]:
             continue
         frame = stack[-1]
         if c in "\"'":
-            quote = c * 3 if text.startswith(c * 3, i) else c
-            match = _STRING[quote].match(text, i) or _LOOSE_STRING[quote].match(text, i)
+            match = _read_string(text, i) or _LOOSE_STRING[c].match(text, i)
             token = Token("string", text[i : match.end() if match else n], i)
-        elif c == "<" and not text.startswith("<<", i) and not _compares(frame, previous):
+        elif text.startswith("<<", i):  # SPARQL 1.2's << and <<(, whatever the context: refused
+            token = Token("punct", "<<", i)
+        elif c == "<" and not _compares(frame, previous):
             if next_close != -1 and next_close < i:
                 next_close = text.find(">", i)
             token = Token("iri", text[i : next_close + 1], i) if next_close > i else Token("punct", c, i)
@@ -237,7 +262,7 @@ def _keyword_at(token: Token) -> tuple[str, int] | None:
     if token.kind == "word" or token.kind == "number":
         found = _KEYWORD_IN_WORD.search(token.text)
     elif token.kind == "pname" and not token.text.startswith("_:"):
-        found = _NETWORK_IN_PREFIX.search(token.text.split(":", 1)[0])
+        found = _NETWORK_IN_PREFIX.search(token.text)  # the local part too: read again if its IRI fails
     else:
         return None
     return (found.group().upper(), found.start()) if found else None
@@ -293,6 +318,10 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
                 f"'<' at line {line}, column {column} reads as an IRI in SPARQL 1.1 and as 'less than' in the "
                 f"engine; put a space after '<' to compare"
             )
+        if kind == "string" and _read_string(text, token.offset) is None:
+            raise _bad_string_refusal(text, token.offset)
+        if kind == "punct" and token.text == "<<":
+            raise _reifier_refusal(text, token.offset)
         if kind == "punct" or kind == "var" or kind == "iri" or kind == "string":
             continue  # nothing the engine could read as a keyword
         if form is None and kind == "word" and token.text.upper() in QUERY_FORMS:
@@ -301,6 +330,8 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
         if found is None:
             continue
         keyword, inside = found
+        if kind == "pname":
+            raise _keyword_refusal(text, 0, keyword, token.offset + inside, in_name=True)
         line, column = position(text, token.offset + inside)
         where = f"line {line}, column {column}"
         if keyword == "SERVICE":

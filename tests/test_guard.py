@@ -867,3 +867,58 @@ def test_any_bytes_from_a_client_get_an_answer_or_a_close_and_the_engine_only_st
             for head in heads:
                 assert _ENGINE_HEAD.fullmatch(head), head
             assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
+
+
+# ------------------------------------------------------------------ a second adversarial review
+
+
+def test_what_the_engine_reads_again_is_refused_by_the_guard_and_nothing_reaches_out(built_store):
+    from .test_sparql_lexer import REREAD
+
+    with counting_listener() as (port, connections):
+        url = f"http://127.0.0.1:{port}/sparql"
+        with guard_over_engine(built_store) as guard:
+            for template in REREAD:
+                text = template.format(url=url)
+                status, _, body = answer_of(query_url(f"http://127.0.0.1:{guard.port}", text))
+                assert status == 400 and body.startswith(b"refused: "), (text, status, body[:200])
+                payload = text.encode()
+                request = (
+                    f"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\n"
+                    f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+                ).encode() + payload
+                assert raw_request(guard.port, request).startswith(b"HTTP/1.1 400 "), text
+        time.sleep(0.3)
+        assert connections == []
+
+
+def test_header_fields_past_what_the_engine_takes_are_a_431_at_once(built_store):
+    with guard_over_engine(built_store) as guard:
+        line = b"X-A: " + b"a" * 1000 + b"\r\n"
+        started = time.monotonic()
+        # no empty line after them: the guard answers as soon as the fields pass 8 KiB
+        answer = raw_request(guard.port, b"GET /query?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\n" + line * 9, 10)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        assert time.monotonic() - started < 5
+        fine = raw_request(
+            guard.port, b"GET /query?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + line * 7 + b"\r\n"
+        )
+        assert fine.startswith(b"HTTP/1.1 200 "), fine[:200]
+
+
+def test_an_http_1_0_connection_kept_alive_is_said_to_be(built_store):
+    with guard_over_engine(built_store) as guard:
+        with socket.create_connection(("127.0.0.1", guard.port), timeout=10) as connection:
+            for _ in range(2):  # the second request on the same connection is answered too
+                connection.sendall(b"GET /query?query=ASK%7B%7D HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += connection.recv(65536)
+                fields = head.split(b"\r\n\r\n")[0].lower().split(b"\r\n")
+                assert fields[0].startswith(b"http/1.1 200 ") and b"connection: keep-alive" in fields, head
+                length = int(next(f for f in fields if f.startswith(b"content-length:")).split(b":")[1])
+                body = head.split(b"\r\n\r\n", 1)[1]
+                while len(body) < length:
+                    body += connection.recv(65536)
+        closed = raw_request(guard.port, b"GET /query?query=ASK%7B%7D HTTP/1.0\r\n\r\n")
+        assert b"\r\nConnection: close\r\n" in closed.split(b"\r\n\r\n")[0] + b"\r\n"

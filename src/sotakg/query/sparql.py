@@ -14,6 +14,7 @@ Every query, canned or ad hoc, goes through ``run_query(backend, text, bindings,
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import re
@@ -89,22 +90,33 @@ _VAR = f"[?$][{_U}0-9][{_U}0-9{_NAME_MARKS}]*+"
 _WORD = f"[{_U}][{_U}0-9]*+"
 _LANGTAG = r"@[a-zA-Z]++(?:-[a-zA-Z0-9]++)*+(?:--[a-zA-Z]++)?+"
 _NUMBER = r"[0-9]++\.[0-9]*+[eE][+-]?[0-9]++|\.[0-9]++[eE][+-]?[0-9]++|[0-9]++[eE][+-]?[0-9]++|[0-9]*+\.[0-9]++|[0-9]++"
-_ESCAPES = r"""\\[tbnrf"'\\]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"""
-# Each string form is read strictly first; a string the engine cannot read (unterminated, a bad
-# escape) fails the whole query there, and is still taken as one token (up to its closing quote, the
-# end of the line or of the text) so that tools reading unfinished text (the console) see where it runs.
-_STRINGS = "|".join(
+# A \u or \U escape must name a Unicode scalar value (no surrogate, nothing past U+10FFFF): the
+# engine's string rule fails on any other, and a failed long string is read again as shorter strings.
+_SCALAR4 = "(?:[0-9A-Ca-cE-Fe-f][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2})"
+_ESCAPES = (
+    r"""\\[tbnrf"'\\]|\\u"""
+    + _SCALAR4
+    + r"|\\U(?:0000"
+    + _SCALAR4
+    + "|000[1-9A-Fa-f][0-9A-Fa-f]{4}|0010[0-9A-Fa-f]{4})"
+)
+# The four string forms in the engine's order (its grammar is a PEG: the first form that reads the
+# text wins, and a long string that fails, unterminated or with a bad escape, is read again as short
+# ones: ``''' '`` is the strings ``''`` and ``' '``). Only where no form reads a string is it a
+# bad string: taken as one token (to the end of the line or of the text) so that tools reading
+# unfinished text (the console) see where it runs, and refused by the check.
+_STRICT_STRINGS = "|".join(
     [
         "'''(?:(?:''|')?+(?:[^'\\\\]|" + _ESCAPES + "))*+'''",
-        r"'''(?s:(?:[^'\\]|\\.|'(?!''))*+)(?:'''|\Z)",
-        r"'''[\s\S]*+",
         '"""(?:(?:""|")?+(?:[^"\\\\]|' + _ESCAPES + '))*+"""',
-        r'"""(?s:(?:[^"\\]|\\.|"(?!""))*+)(?:"""|\Z)',
-        r'"""[\s\S]*+',
         "'(?:[^'\\\\\\n\\r]|" + _ESCAPES + ")*+'",
+        '"(?:[^"\\\\\\n\\r]|' + _ESCAPES + ')*+"',
+    ]
+)
+_BAD_STRINGS = "|".join(
+    [
         r"'(?:[^'\\\n\r]|\\.)*+(?:'|(?m:$))",
         r"'[\s\S]*+",
-        '"(?:[^"\\\\\\n\\r]|' + _ESCAPES + ')*+"',
         r'"(?:[^"\\\n\r]|\\.)*+(?:"|(?m:$))',
         r'"[\s\S]*+',
     ]
@@ -139,8 +151,8 @@ def _spelled(word: str) -> str:
 # token belong to its match. A ``<`` opens an IRI up to the next ``>`` here; where the engine compares
 # instead (inside an expression, after an operand) the scanner below takes it back (``_LT``).
 _LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _UNARY_, _PLAIN_PUNCT = range(1, 9)
-_STRING, _IRI, _VAR_, _LANG, _NUM, _BLANK, _PN = range(9, 16)
-_BOOL, _SELECT, _FILTER, _BIND, _VALUES, _UNION, _FORM, _WORD_, _PUNCT, _END, _LT = range(16, 27)
+_STRING, _BAD_STRING, _REIFY, _IRI, _VAR_, _LANG, _NUM, _BLANK, _PN = range(9, 18)
+_BOOL, _SELECT, _FILTER, _BIND, _VALUES, _UNION, _FORM, _WORD_, _PUNCT, _END, _LT = range(18, 29)
 _KEYWORD_STARTS = "tTfFsSbBvVuUaAcCdD\u017f\ufb01"  # the first characters of the words just below
 _MASTER_PATTERN = (
     r"(?:[ \t\r\n]++|#[^\r\n]*+)*+(?:"
@@ -150,8 +162,10 @@ _MASTER_PATTERN = (
     + "|".join(
         f"({alternative})"
         for alternative in (
-            f"(?=['\"])(?:{_STRINGS})",  # the lookaheads skip a group of alternatives in one step
-            r"<(?!<)[^>]*+>",
+            f"(?=['\"])(?:{_STRICT_STRINGS})",  # the lookaheads skip a group of alternatives in one step
+            f"(?=['\"])(?:{_BAD_STRINGS})",
+            "<<",  # SPARQL 1.2's triple terms and reifiers (<<, <<(): refused, never read as an IRI
+            r"<[^>]*+>",
             _VAR,
             _LANGTAG,
             f"(?=[0-9.])(?:{_NUMBER})",
@@ -193,12 +207,13 @@ def _master(ascii_only: bool) -> re.Pattern[str]:
     return compiled
 
 
-_KIND_NAMES: tuple[str, ...] = ("",) + ("punct",) * 8 + ("string", "iri", "var", "langtag", "number", "pname")
+_KIND_NAMES: tuple[str, ...] = ("",) + ("punct",) * 8 + ("string", "string", "punct", "iri", "var", "langtag", "number")
+_KIND_NAMES += ("pname",)
 _KIND_NAMES += ("pname",) + ("word",) * 8 + ("punct",) * 3
 _WORD_CODES = frozenset(range(_BOOL, _WORD_ + 1))
-_TERM_CODES = (_VAR_, _IRI, _PN, _BLANK, _STRING, _NUM)
+_TERM_CODES = (_VAR_, _IRI, _PN, _BLANK, _STRING, _BAD_STRING, _NUM)
 #: Tokens after which a ``<`` inside an expression compares rather than opens an IRI.
-_OPERAND_CODES = frozenset({_VAR_, _IRI, _PN, _BLANK, _STRING, _NUM, _LANG, _RPAREN, _BOOL})
+_OPERAND_CODES = frozenset({_VAR_, _IRI, _PN, _BLANK, _STRING, _BAD_STRING, _NUM, _LANG, _RPAREN, _BOOL})
 
 
 def _byte_class(codes: Iterable[int]) -> bytes:
@@ -232,6 +247,15 @@ def _opens_expression(frame: list[int], previous: int, before: int) -> bool:
     return (previous in _WORD_CODES or previous in (_IRI, _PN, _BLANK)) and before == _FILTER
 
 
+_RUN_OF_LT = re.compile("<+")
+
+
+def _unpaired_lt(run: re.Match[str]) -> str:
+    # A run of "<" lexes as "<<" tokens from its start (none can open an IRI after the last ">"); an
+    # odd one left over becomes "\x01", which lexes as that "<" does there.
+    return "<<" * (len(run.group()) // 2) + "\x01" * (len(run.group()) % 2)
+
+
 class _Scan:
     """The tokens of a text as the engine reads them: ``kinds`` (codes), ``starts`` and ``ends``.
 
@@ -251,7 +275,7 @@ class _Scan:
         # After the last ">" no "<" opens an IRI: "\x01" lexes as "<" does there (punctuation, or inside
         # a string or comment), so the IRI rule never scans to the end of the text for nothing.
         tail = text[close + 1 :]
-        self.lexed = text if "<" not in tail else text[: close + 1] + tail.replace("<", "\x01")
+        self.lexed = text if "<" not in tail else text[: close + 1] + _RUN_OF_LT.sub(_unpaired_lt, tail)
         self.master = _master(text.isascii())
         self.limit = limit if limit is not None else len(text) + 1
         self.kinds = bytearray()
@@ -479,8 +503,10 @@ _KEYWORD_IN_WORD = re.compile(
     + ")",
     re.I,
 )
-#: A network keyword in the prefix of a prefixed name, the names one per line.
-_NETWORK_IN_PREFIX = re.compile("^[^:\n]*?(" + "|".join(_NETWORK_KEYWORDS) + ")", re.I | re.M)
+#: A network keyword anywhere in a prefixed name: in its prefix (``SERVICEex:x``, an unknown prefix)
+#: and in its local part too, since where the name's IRI is not valid (``PREFIX ex: <http://ex:>``) the
+#: engine reads the prefix alone and the rest again (``ex:SERVICE <…> {}`` calls that service).
+_NETWORK_IN_NAME = re.compile("(" + "|".join(_NETWORK_KEYWORDS) + ")", re.I)
 
 
 @dataclass(frozen=True)
@@ -503,7 +529,8 @@ _CACHED_CHECKS = 1024
 def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | None = None) -> str | None:
     """Refuse (QueryRefused) a text that is SPARQL Update, uses SERVICE, LOAD or a FROM clause, nests
     brackets and prefix operators deeper than ``max_depth`` (``nesting_depth``), or is bigger than
-    ``limits`` allow (characters, tokens, terms, UNION arms). Returns the query form (``query_form``).
+    ``limits`` allow (characters, tokens, terms, UNION arms), or opens SPARQL 1.2's ``<<``; raise a
+    QuerySyntaxError for a string no form of the engine's reads. Returns the query form (``query_form``).
 
     The text is read as ``tokens`` reads it, which splits it as the engine does, and a keyword is
     refused wherever the engine could read it, glued to other letters included (``trueSERVICE``).
@@ -516,21 +543,23 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
     else:
         form, refusal = _verdict(text, limits)
     if refusal is not None:
-        raise QueryRefused(refusal)
+        raise copy.copy(refusal)  # a fresh exception each time: the verdict may be a cached one
     return form
 
 
 @functools.lru_cache(maxsize=_CACHED_CHECKS)
-def _cached_verdict(text: str, depth: int, chars: int, terms: int, unions: int) -> tuple[str | None, str | None]:
+def _cached_verdict(
+    text: str, depth: int, chars: int, terms: int, unions: int
+) -> tuple[str | None, QueryRefused | QuerySyntaxError | None]:
     return _verdict(text, QueryLimits(depth, chars, terms, unions))
 
 
-def _verdict(text: str, limits: QueryLimits) -> tuple[str | None, str | None]:
-    """(query form, None) for a text that passes, (None, why) for one that does not."""
+def _verdict(text: str, limits: QueryLimits) -> tuple[str | None, QueryRefused | QuerySyntaxError | None]:
+    """(query form, None) for a text that passes, (None, the refusal or syntax error) for one that does not."""
     try:
         return _check(text, limits), None
-    except QueryRefused as refused:
-        return None, str(refused)
+    except (QueryRefused, QuerySyntaxError) as refused:
+        return None, refused
 
 
 def _nth(kinds: bytes, codes: Iterable[int], n: int) -> int:
@@ -597,7 +626,12 @@ def _check(text: str, limits: QueryLimits) -> str | None:
             break
     keyword = _first_keyword(text, kinds, starts, ends)
     if keyword is not None:
-        found.append((keyword[0], 5, lambda: _keyword_refusal(text, *keyword)))
+        in_name = kinds[keyword[0]] == _PN
+        found.append((keyword[0], 5, lambda: _keyword_refusal(text, *keyword, in_name=in_name)))
+    for code, priority, refusal in ((_BAD_STRING, 6, _bad_string_refusal), (_REIFY, 7, _reifier_refusal)):
+        index = kinds.find(code)
+        if index >= 0:
+            found.append((index, priority, lambda refusal=refusal, index=index: refusal(text, starts[index])))
     if found:
         raise min(found, key=lambda item: item[:2])[2]()
     select, other = kinds.find(_SELECT), kinds.find(_FORM)
@@ -612,10 +646,10 @@ _PNAME_SELECTOR = bytes(1 if code == _PN else 0 for code in range(256))
 
 def _first_keyword(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> tuple[int, str, int] | None:
     """The first token in which the engine could read a keyword: (its index, the keyword, the
-    keyword's offset in the text). Words are searched whole, prefixed names in their prefix (numbers
-    hold only digits, dots, signs and E: never a keyword)."""
+    keyword's offset in the text). Words and prefixed names are searched whole, the names for the
+    network keywords only (numbers hold only digits, dots, signs and E: never a keyword)."""
     best: tuple[int, str, int] | None = None
-    for selector, pattern in ((_WORD_SELECTOR, _KEYWORD_IN_WORD), (_PNAME_SELECTOR, _NETWORK_IN_PREFIX)):
+    for selector, pattern in ((_WORD_SELECTOR, _KEYWORD_IN_WORD), (_PNAME_SELECTOR, _NETWORK_IN_NAME)):
         chosen = kinds.translate(selector)
         joined = "\n".join(map(text.__getitem__, map(slice, compress(starts, chosen), compress(ends, chosen))))
         hit = pattern.search(joined)
@@ -631,9 +665,33 @@ def _first_keyword(text: str, kinds: bytes, starts: list[int], ends: list[int]) 
     return best
 
 
-def _keyword_refusal(text: str, index: int, keyword: str, offset: int) -> QueryRefused:
+def _bad_string_refusal(text: str, offset: int) -> QuerySyntaxError:
+    """A string no form reads is a syntax error (nothing else begins with a quote), told as the
+    engine's are: an unterminated one is named as such (``syntax_help``), a bad escape here."""
+    line, column = position(text, offset)
+    return syntax_error(
+        f"error at {line}:{column}: the string here holds an escape of no character (a \\u or \\U of a "
+        f"surrogate or past U+10FFFF) or a backslash before something other than t b n r f \" ' \\; fix the escape",
+        text,
+    )
+
+
+def _reifier_refusal(text: str, offset: int) -> QueryRefused:
+    line, column = position(text, offset)
+    return QueryRefused(
+        f"'<<' at line {line}, column {column} opens a SPARQL 1.2 triple term or reifier, which queries here "
+        f"do not take (the graph holds none); to compare, put a space between the two '<'"
+    )
+
+
+def _keyword_refusal(text: str, index: int, keyword: str, offset: int, in_name: bool = False) -> QueryRefused:
     line, column = position(text, offset)
     where = f"line {line}, column {column}"
+    if in_name:
+        return QueryRefused(
+            f"{keyword} ({where}) is part of a prefixed name, and where that name's IRI is not valid the "
+            f"engine reads {keyword} there as the keyword; write the IRI in full, as <…>"
+        )
     if keyword == "SERVICE":
         return QueryRefused(
             f"SERVICE ({where}) would make the store query a remote endpoint over the network; "

@@ -56,9 +56,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import QueryRefused, ServeError
+from ..errors import QueryRefused, QuerySyntaxError, ServeError
 from ..query.sparql import MAX_DEPTH, UPDATE_KEYWORDS, check_query, tokens
-from .wire import EngineAnswer, EngineConnection, Headers, read_fields
+from .wire import MAX_REQUEST_FIELD_BYTES, EngineAnswer, EngineConnection, Headers, read_fields
 
 #: Largest request body (a POSTed query or form) accepted, in bytes (``--max-request-bytes``).
 DEFAULT_MAX_REQUEST = 1024 * 1024
@@ -205,6 +205,8 @@ def screen_query(text: str, max_depth: int = MAX_DEPTH) -> Refusal | None:
         check_query(text, max_depth)
     except QueryRefused as refused:
         return Refusal(403 if _is_update(text) else 400, f"refused: {refused}\n")
+    except QuerySyntaxError as error:  # one the check finds itself: a string no reading of it takes
+        return Refusal(400, f"refused: {error}\n")
     return None
 
 
@@ -409,7 +411,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("//"):  # as the base class does: "//host/x" would read as another host
             self.path = "/" + self.path.lstrip("/")
         try:
-            self.headers = read_fields(self.rfile)
+            self.headers = read_fields(self.rfile, max_bytes=MAX_REQUEST_FIELD_BYTES)
         except http.client.LineTooLong as error:
             self.send_error(431, "Line too long", str(error))
             return False
@@ -642,6 +644,8 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             lines.append("Transfer-Encoding: chunked\r\n")
         if not keep_alive:
             lines.append("Connection: close\r\n")
+        elif self.request_version == "HTTP/1.0":  # kept open only when said so: an HTTP/1.0 client closes otherwise
+            lines.append("Connection: keep-alive\r\n")
         lines.append("\r\n")
         # The head goes out with the first piece of the body, and each piece with the next read: one
         # write (one TCP segment) for a small answer instead of three.

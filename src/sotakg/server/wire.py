@@ -28,6 +28,9 @@ class LineReader(Protocol):
 #: Longest line of a head, and most fields in one, as the standard library allows.
 MAX_LINE = 65536
 MAX_FIELDS = 100
+#: The most a client's header fields may hold in all: what the engine takes (Oxigraph refuses a head
+#: over 8 KiB), so a client cannot make the guard hold 100 lines of 64 KiB while its request trickles in.
+MAX_REQUEST_FIELD_BYTES = 8192
 
 #: Seconds by which a connection's timeout may differ from the one asked for (``settimeout``).
 TIMEOUT_SLACK = 0.05
@@ -37,6 +40,10 @@ _FIELD = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*+([^\x00\r\n]*?)[ \t
 
 class BadHead(http.client.HTTPException):
     """A header block that is not a sequence of ``name: value`` lines."""
+
+
+class FieldsTooLarge(http.client.LineTooLong):
+    """Header fields over the size asked for (``read_fields``'s ``max_bytes``): a 431, as a long line is."""
 
 
 class Headers:
@@ -68,18 +75,24 @@ class Headers:
         return list(self._fields)
 
 
-def read_fields(stream: LineReader, first: bytes | None = None) -> Headers:
+def read_fields(stream: LineReader, first: bytes | None = None, max_bytes: int | None = None) -> Headers:
     """The header fields from ``stream`` (after ``first``, a line already read from it) up to and
     including the empty line that ends them.
 
-    Raises ``http.client.LineTooLong`` for a line over ``MAX_LINE``, ``BadHead`` for more than
+    Raises ``http.client.LineTooLong`` for a line over ``MAX_LINE`` (``FieldsTooLarge`` for fields over
+    ``max_bytes`` in all), ``BadHead`` for more than
     ``MAX_FIELDS`` fields, a line that is not a field (folded, no colon, a space before it, a CR or
     NUL in the value) or a stream that ends before the empty line."""
     fields: list[tuple[str, str]] = []
     match = _FIELD.fullmatch
+    left = max_bytes if max_bytes is not None else -1
     while True:
-        line = stream.readline(MAX_LINE + 1) if first is None else first
+        line = stream.readline(MAX_LINE + 1 if left < 0 else min(MAX_LINE, left) + 1) if first is None else first
         first = None
+        if left >= 0:
+            left -= len(line)
+            if left < 0:
+                raise FieldsTooLarge(f"header fields over {max_bytes} bytes")
         if len(line) > MAX_LINE:
             raise http.client.LineTooLong("header line")
         if line == b"\r\n" or line == b"\n":
