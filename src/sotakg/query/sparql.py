@@ -578,7 +578,7 @@ def _check(text: str, limits: QueryLimits) -> str | None:
     kinds = bytes(scan.kinds)
     starts, ends = scan.starts, scan.ends
     # Each check's first offending token; the earliest is reported, ties in the order of the checks.
-    found: list[tuple[int, int, Callable[[], QueryRefused]]] = []
+    found: list[tuple[int, int, Callable[[], QueryRefused | QuerySyntaxError]]] = []
 
     def over(limit: int, what: str, index: int) -> Callable[[], QueryRefused]:
         def refusal() -> QueryRefused:
@@ -628,10 +628,11 @@ def _check(text: str, limits: QueryLimits) -> str | None:
     if keyword is not None:
         in_name = kinds[keyword[0]] == _PN
         found.append((keyword[0], 5, lambda: _keyword_refusal(text, *keyword, in_name=in_name)))
-    for code, priority, refusal in ((_BAD_STRING, 6, _bad_string_refusal), (_REIFY, 7, _reifier_refusal)):
-        index = kinds.find(code)
-        if index >= 0:
-            found.append((index, priority, lambda refusal=refusal, index=index: refusal(text, starts[index])))
+    bad_string, reifier = kinds.find(_BAD_STRING), kinds.find(_REIFY)
+    if bad_string >= 0:
+        found.append((bad_string, 6, lambda: _bad_string_refusal(text, starts[bad_string])))
+    if reifier >= 0:
+        found.append((reifier, 7, lambda: _reifier_refusal(text, starts[reifier])))
     if found:
         raise min(found, key=lambda item: item[:2])[2]()
     select, other = kinds.find(_SELECT), kinds.find(_FORM)
