@@ -1006,7 +1006,9 @@ def test_baseline_fixed_findings_are_absent_in_every_format(runner, anthology_re
     assert failures == ["practice-summary", "topic-declared-size"]
 
 
-def test_baseline_cache_is_used_unless_git_tracks_it(runner, anthology_repo: Path) -> None:
+def _forged_baseline_cache(runner, anthology_repo: Path) -> Path:
+    """Run a baseline check with a new violation, then edit sotakg's cache of BASE's findings to claim
+    the new findings were already in BASE: the cache file, which sotakg believes while it is its own."""
     from .gitrepo import git
 
     (anthology_repo / "data/practices/SOTA-998.yaml").write_text(
@@ -1021,16 +1023,36 @@ def test_baseline_cache_is_used_unless_git_tracks_it(runner, anthology_repo: Pat
     cached = json.loads(caches[0].read_text(encoding="utf-8"))
     assert cached["tree"] == git(anthology_repo, "rev-parse", "main:data").strip()
     assert len(cached["findings"]) == 8
-    # A cache claiming the new violation was already in BASE is believed while it is sotakg's own ...
     for new in (f for f in document["findings"] if f["state"] == "new"):
         forged = {k: v for k, v in new.items() if k != "state"}
         cached["findings"].append({"rule_id": forged.pop("rule"), **forged})
     caches[0].write_text(json.dumps(cached), encoding="utf-8")
+    return caches[0]
+
+
+def test_baseline_cache_is_used_unless_git_tracks_it(runner, anthology_repo: Path) -> None:
+    from .gitrepo import git
+
+    cache = _forged_baseline_cache(runner, anthology_repo)
+    # A cache claiming the new violation was already in BASE is believed while it is sotakg's own ...
     code, document = baseline_json(runner)
     assert (code, document["states"]["new"]) == (0, 0)
     # ... and never once the change itself carries it (a pull request controls the checkout).
-    git(anthology_repo, "add", "-f", str(caches[0]))
+    git(anthology_repo, "add", "-f", str(cache))
     git(anthology_repo, "commit", "-q", "-m", "a forged baseline cache")
+    code, document = baseline_json(runner)
+    assert (code, document["states"]["new"]) == (1, 2)
+
+
+def test_baseline_cache_is_not_trusted_in_a_store_folder_that_is_a_submodule(runner, anthology_repo: Path) -> None:
+    from .gitrepo import git
+
+    cache = _forged_baseline_cache(runner, anthology_repo)
+    # A submodule at .sotakg: one tracked entry (a gitlink), and its files are not listed as tracked.
+    head = git(anthology_repo, "rev-parse", "HEAD").strip()
+    git(anthology_repo, "update-index", "--add", "--cacheinfo", f"160000,{head},.sotakg")
+    git(anthology_repo, "commit", "-q", "-m", "the store folder as a submodule")
+    assert git(anthology_repo, "ls-files", "--", str(cache)) == ""
     code, document = baseline_json(runner)
     assert (code, document["states"]["new"]) == (1, 2)
 

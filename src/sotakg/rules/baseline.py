@@ -14,10 +14,12 @@ than closed by code scanning).
 BASE's findings are cached by the git tree of its data folder (with the engine, the shapes and
 sotakg's version), beside the store in ``baselines/``. A pull request controls the checkout, so a
 cache file git tracks (one committed with the change) is never read: it could claim any finding
-was already there. Nor does any read or write follow a link: the store's folder (``.sotakg``) and
-``baselines/`` are opened without following links (a link there means no cache), the cache file is
-read only when it is a regular file, and written to a new temporary name (``O_EXCL|O_NOFOLLOW``)
-renamed over it, which replaces a link rather than writing through it.
+was already there, and nor is any other when git tracks anything in the store's folder (a submodule
+there holds files git does not list as tracked). Nor does any read or write follow a link: the
+store's folder (``.sotakg``) and ``baselines/`` are opened without following links (a link there
+means no cache), the cache file is read only when it is a regular file, and written to a new
+temporary name (``O_EXCL|O_NOFOLLOW``) renamed over it, which replaces a link rather than writing
+through it.
 """
 
 from __future__ import annotations
@@ -150,9 +152,17 @@ def _open_cache_folder(store_path: Path, create: bool) -> int | None:
     return descriptor
 
 
-def _tracked(repo: Path, path: Path) -> bool:
-    answer = run_git(repo, "ls-files", "--full-name", "--", str(path.resolve()))
-    return answer.returncode == 0 and bool(answer.stdout.strip())
+def _from_the_checkout(repo: Path, store_folder: Path) -> bool:
+    """Whether the checkout could have put files in the store's folder (``.sotakg``), so that none of
+    its cache files may be trusted: git tracks something there, the folder itself included (a
+    submodule is one tracked entry, and the files inside it are not listed as tracked), or git
+    cannot say. A folder outside the repository's work tree is not the checkout's."""
+    folder = store_folder.resolve()
+    top = repo.resolve()
+    if not folder.is_relative_to(top):
+        return False
+    answer = run_git(repo, "ls-files", "--stage", "--full-name", "--", str(folder))
+    return answer.returncode != 0 or bool(answer.stdout.strip())
 
 
 def _read_cache(store_path: Path, key: str, repo: Path, tree: str) -> list[Finding] | None:
@@ -161,7 +171,7 @@ def _read_cache(store_path: Path, key: str, repo: Path, tree: str) -> list[Findi
         return None
     name = f"{key}.json"
     try:
-        if _tracked(repo, store_path.parent / CACHE_FOLDER / name):
+        if _from_the_checkout(repo, store_path.parent):
             return None
         handle = os.open(name, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=folder)
         with os.fdopen(handle, "rb") as cache:
