@@ -134,6 +134,26 @@ def test_index_all_writes_each_topic_page_and_the_full_index(runner, built_store
     assert {p.name: p.stat().st_mtime_ns for p in pages.iterdir()} == modified
 
 
+@pytest.mark.parametrize(
+    ("slug", "named", "earlier"),
+    [
+        ("index", "index", "the full index"),
+        # topics in the order of their slugs: the upper-case one first
+        ("Distributed-Optimization", "distributed-optimization", "the topic 'Distributed-Optimization'"),
+    ],
+)
+def test_index_all_refuses_two_pages_of_one_file_name_and_writes_nothing(runner, workdir, slug, named, earlier):
+    topic = workdir / "data" / "topics" / f"{slug}.yaml"
+    topic.write_text(f"id: {slug}\nlabel: Clash\nscope: a page name taken already\n", encoding="utf-8")
+    result = runner.invoke(cli, ["export", "index", "--all", "-o", "pages"])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: the topic {named!r} has the page file {named}.md, which {earlier} has too (names that differ "
+        f"only in case are one file on some systems); give the topic another slug\n"
+    )
+    assert not (workdir / "pages").exists()
+
+
 def test_index_all_with_two_topics(runner, tmp_path):
     data = tmp_path / "data"
     for page in (SEED_PAGE, FIXTURES / "other-topic.md"):

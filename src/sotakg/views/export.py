@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import UsageProblem
+from ..errors import ExportError, UsageProblem
 from ..graph import vocab as v
 from ..query.formats import pyoxigraph_format
 from ..records.indexpage import PracticeRow, TopicRow, render_full_index, render_page, topic_page_name
@@ -164,7 +164,17 @@ def export_full_index(store: Store) -> str:
 def export_all_indexes(store: Store) -> dict[str, str]:
     """Every index page by file name: ``<slug>.md`` per topic (exactly what ``export_index`` gives)
     and ``index.md``, the full index they link back to."""
-    pages = {topic_page_name(slug): export_index(store, slug) for slug in topic_slugs(store)}
+    slugs = topic_slugs(store)
+    # One file a page, also where names differ only in case (the file systems of macOS and Windows).
+    seen: dict[str, str] = {FULL_INDEX_NAME.casefold(): "the full index"}
+    for slug in slugs:
+        earlier = seen.setdefault(topic_page_name(slug).casefold(), f"the topic {slug!r}")
+        if earlier != f"the topic {slug!r}":
+            raise ExportError(
+                f"the topic {slug!r} has the page file {topic_page_name(slug)}, which {earlier} has too (names "
+                f"that differ only in case are one file on some systems); give the topic another slug"
+            )
+    pages = {topic_page_name(slug): export_index(store, slug) for slug in slugs}
     pages[FULL_INDEX_NAME] = export_full_index(store)
     return pages
 
