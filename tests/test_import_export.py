@@ -456,6 +456,89 @@ def test_a_row_version_that_is_no_small_ascii_number_is_refused_naming_the_row(r
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.parametrize("version", ["0", "02"])
+def test_a_row_version_of_zero_or_with_a_leading_zero_is_refused_naming_the_row(runner, tmp_path, version):
+    page = tmp_path / "page.md"
+    text = SEED_PAGE.read_text(encoding="utf-8")
+    page.write_text(text.replace("| SOTA-017 v2 |", f"| SOTA-017 v{version} |", 1), encoding="utf-8")
+    line = 1 + text.split("\n").index(_seed_row("SOTA-017 v2"))
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {page}:{line}: row SOTA-017: v{version} is no version (versions count from 1, written without "
+        f"a leading zero): fix the id cell\n"
+    )
+    assert not (tmp_path / "data").exists()
+
+
+def _page_with_row(tmp_path, row: str) -> tuple[Path, int]:
+    """The seed page with one more row at its end, and that row's line."""
+    page = tmp_path / "page.md"
+    text = SEED_PAGE.read_text(encoding="utf-8").rstrip("\n") + "\n" + row + "\n"
+    page.write_text(text, encoding="utf-8")
+    return page, len(text.rstrip("\n").split("\n"))
+
+
+def test_a_refused_cell_value_names_the_line_of_its_row(runner, tmp_path):
+    page, line = _page_with_row(tmp_path, "| SOTA-985 | NUL&#0;here | x | Proposed |")
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: 1 problem in the data:\n{page}:{line}: 'title' holds the control character U+0000 (only tab and "
+        f"newline are text); remove it (SOTA-985)\n"
+    )
+    assert line > 40
+
+
+@pytest.mark.parametrize(
+    ("sentence", "stated"),
+    [
+        ("Nothing here says that ADR-059 supersedes ADR-026.", False),
+        ("It is unclear whether ADR-059 supersedes ADR-026.", False),
+        ("ADR-059 does not say so; ADR-059 supersedes ADR-026.", True),
+        ("Since then ADR-059 supersedes ADR-026.", True),
+    ],
+)
+def test_a_supersession_is_imported_only_where_the_page_states_it(runner, tmp_path, sentence, stated):
+    page, line = _page_with_row(tmp_path, f"| SOTA-986 | T | {sentence} | Proposed |")
+    data = tmp_path / "data"
+    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    adr = (data / "adrs" / "ADR-026.yaml").read_text(encoding="utf-8")
+    assert ("superseded_by: ADR-059" in adr) is stated
+    assert "superseded_by: ADR-026" in (data / "adrs" / "ADR-020.yaml").read_text(encoding="utf-8")
+    warned = f"{page}:{line}: 'ADR-059 supersedes ADR-026' stands in a sentence that says it does not hold"
+    assert (warned in result.output) is not stated
+
+
+def test_a_locator_the_import_cannot_place_is_warned_of(runner, tmp_path):
+    page, line = _page_with_row(
+        tmp_path, "| SOTA-987 | T | Doe et al. (2020), LIT-971 and LIT-972 — ARXIV-2001.00001. Text. | Proposed |"
+    )
+    data = tmp_path / "data"
+    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    assert (
+        f"warning: {page}:{line}: row SOTA-987 gives one locator after 2 papers; it was not assigned to any of them "
+        f"(give each paper its own row or byline)"
+    ) in result.output
+    assert "arxiv" not in (data / "papers" / "LIT-971.yaml").read_text(encoding="utf-8")
+
+
+def test_two_rows_giving_a_paper_two_kinds_of_locator_are_warned_of(runner, tmp_path):
+    page, line = _page_with_row(
+        tmp_path, "| SOTA-988 | T | Jiang et al. (2020), LIT-051 — ARXIV-2001.00001. X. | Proposed |"
+    )
+    data = tmp_path / "data"
+    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    assert f"warning: {page}:{line}: row SOTA-988 gives LIT-051 the arxiv '2001.00001', an earlier row the url " in (
+        result.output
+    )
+    paper = (data / "papers" / "LIT-051.yaml").read_text(encoding="utf-8")
+    assert "arxiv: 2001.00001" in paper.replace("'", "") and "url: " in paper
+
+
 # ------------------------------------------------------------------------------ status column
 
 

@@ -108,7 +108,8 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
     planned: list[tuple[Path, Record]] = []
     conflicts: list[str] = []
     for kind, fields in parsed.records:
-        new = check_record(kind, fields, shown)
+        line = parsed.lines.get((kind, "registry" if kind == "registry" else str(fields.get("id"))), 1)
+        new = check_record(kind, fields, shown, start=line)
         path = record_path(data_dir, new)
         where = display_path(path)
         if not _inside(data_dir, path.parent):

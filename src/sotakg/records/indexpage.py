@@ -42,6 +42,15 @@ ARXIV_RE = re.compile(r"^ — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-
 #: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL.
 LOCATOR_RE = re.compile(r"^ — (?P<locator>(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]\S*?|\w+://\S*?)\.?(?:\s|$)")
 URL_RE = re.compile(r"^ — (?P<url>https?://\S+?)\.?(?:\s|$)")
+#: Words that make a sentence say a supersession does not hold, or may not: "Nothing here says that
+#: ADR-059 supersedes ADR-026" states no supersession, and the import must not make one.
+NOT_STATED_RE = re.compile(
+    r"\b(?:not|no|nothing|never|neither|nor|none|nobody|without|whether|if|unless|until|unclear|"
+    r"cannot|can't|won't|isn't|doesn't|didn't|wasn't|aren't|hardly)\b|n't\b",
+    re.I | re.ASCII,
+)
+#: Where the sentence of a match starts: after the last end of a sentence or clause before it.
+SENTENCE_END_RE = re.compile(r"[.!?;:](?:\s|$)|\n")
 SUPERSEDES_RE = re.compile(
     r"\b(?P<new>ADR-\d+) \((?:superseding|supersedes|which supersedes|replacing) (?P<old>ADR-\d+)\)"
     r"|\b(?P<new2>ADR-\d+) (?:supersedes|superseded|replaces|replaced) (?P<old2>ADR-\d+)\b",
@@ -78,6 +87,8 @@ class ParsedPage:
     rows: list[PageRow]
     records: list[tuple[str, dict[str, Any]]]  # (kind, fields)
     warnings: list[str] = field(default_factory=list)
+    #: The page line each record is first given on, by (kind, id; "registry" for the registry).
+    lines: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 def slugify(label: str) -> str:
@@ -226,6 +237,11 @@ def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) 
             f"{source}:{number}: row {practice_id[:40]}: version v{match['version'][:12]}... has "
             f"{len(match['version'])} digits; a version has at most {MAX_VERSION_DIGITS}: fix the id cell"
         )
+    if match["version"] is not None and (match["version"].startswith("0")):
+        raise ImportProblem(
+            f"{source}:{number}: row {practice_id}: v{match['version'][:12]} is no version (versions count "
+            f"from 1, written without a leading zero): fix the id cell"
+        )
     version = int(match["version"] or 1)
     where = f"{source}:{number}: row {practice_id}"
     status_column = None
@@ -272,17 +288,47 @@ def _locator(rest: str, warnings: list[str], where: str, lit: str) -> dict[str, 
     return {}
 
 
+def _sentence_start(text: str, end: int) -> int:
+    start = 0
+    for found in SENTENCE_END_RE.finditer(text, 0, end):
+        start = found.end()
+    return start
+
+
+def _supersede(adrs: dict[str, dict[str, Any]], new: str, old: str) -> None:
+    newer = adrs.setdefault(new, {"id": new})
+    newer["supersedes"] = sorted(set(newer.get("supersedes", [])) | {old})
+    older = adrs.setdefault(old, {"id": old})
+    older["superseded_by"] = new
+    older["status"] = "Superseded"
+
+
 def _looks_like_status(text: str) -> bool:
     return text.partition(DASH)[0].strip() in STATUSES
 
 
+_LOCATOR_KEYS = ("arxiv", "url", "locator")
+
+
 def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
+    """The page's records; ``page.lines`` gets the line each is first given on."""
     papers: dict[str, dict[str, Any]] = {}
     adrs: dict[str, dict[str, Any]] = {}
     practices: list[dict[str, Any]] = []
+    lines = page.lines
+    lines[("registry", "registry")] = 1
+    lines[("topic", page.topic_slug)] = 2
 
     def note_paper(lit: str, facts: dict[str, Any], row: PageRow) -> None:
         paper = papers.setdefault(lit, {"id": lit})
+        lines.setdefault(("paper", lit), row.line)
+        given = [key for key in _LOCATOR_KEYS if key in facts]
+        known = [key for key in _LOCATOR_KEYS if key in paper and key not in facts]
+        if given and known:
+            page.warnings.append(
+                f"{source}:{row.line}: row {row.id} gives {lit} the {given[0]} {facts[given[0]]!r}, an earlier row "
+                f"the {known[0]} {paper[known[0]]!r}; kept both (check they are the same paper)"
+            )
         for key, value in facts.items():
             if key in paper and paper[key] != value:
                 page.warnings.append(
@@ -312,8 +358,10 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
             practice["cites"] = sorted(cites)
         practice["topic"] = page.topic_slug
         practices.append(practice)
+        lines[("practice", row.id)] = row.line
         for lit in cites:
             papers.setdefault(lit, {"id": lit})
+            lines.setdefault(("paper", lit), row.line)
         citation = CITATION_RE.match(row.summary or "")
         if citation is None and LOOKS_CITED_RE.match(row.summary or ""):
             page.warnings.append(
@@ -336,24 +384,36 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
                     )
                 if len(lits) == 1:
                     facts.update(_locator(rest, page.warnings, f"{source}:{row.line}: row {row.id}", lit))
+                elif index == 0 and LOCATOR_RE.match(rest):
+                    page.warnings.append(
+                        f"{source}:{row.line}: row {row.id} gives one locator after {len(lits)} papers; it was "
+                        f"not assigned to any of them (give each paper its own row or byline)"
+                    )
                 note_paper(lit, facts, row)
         for text in (row.reason or "", row.summary or ""):
             for adr in _ids_in_order(text, ADR_RE):
                 adrs.setdefault(adr, {"id": adr})
+                lines.setdefault(("adr", adr), row.line)
 
     # The header only cites its ADRs ("... (ADR-026)"): that makes them records, and nothing more.
     for adr in _ids_in_order(page.scheme_description, ADR_RE):
         adrs.setdefault(adr, {"id": adr})
-    texts = [r.reason or "" for r in page.rows] + [r.summary or "" for r in page.rows]
-    everything = "\n".join([page.scheme_description, *texts])
-    for match in SUPERSEDES_RE.finditer(everything):
-        new = match["new"] or match["new2"]
-        old = match["old"] or match["old2"]
-        newer = adrs.setdefault(new, {"id": new})
-        newer["supersedes"] = sorted(set(newer.get("supersedes", [])) | {old})
-        older = adrs.setdefault(old, {"id": old})
-        older["superseded_by"] = new
-        older["status"] = "Superseded"
+        lines[("adr", adr)] = 1
+    texts = [(1, page.scheme_description)]
+    texts += [(r.line, text) for r in page.rows for text in (r.reason or "", r.summary or "") if text]
+    for line, text in texts:
+        for match in SUPERSEDES_RE.finditer(text):
+            new = match["new"] or match["new2"]
+            old = match["old"] or match["old2"]
+            sentence = text[_sentence_start(text, match.start()) : match.start()]
+            if NOT_STATED_RE.search(sentence):
+                page.warnings.append(
+                    f"{source}:{line}: {match.group()!r} stands in a sentence that says it does not hold, or may "
+                    f"not ({sentence.strip()[-60:]!r}); no supersession was imported: add it to the ADRs by hand "
+                    f"if it holds"
+                )
+                continue
+            _supersede(adrs, new, old)
 
     registry: dict[str, Any] = {"title": page.scheme_title, "description": page.scheme_description}
     if page.registry_size is not None:
