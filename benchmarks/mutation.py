@@ -56,6 +56,8 @@ TESTS = {
         "tests/test_build.py",
         "tests/test_hostile_tree.py",
         "tests/test_security.py",
+        "tests/test_incremental.py",
+        "tests/test_layout.py",
     ],
     "src/sotakg/server/guard.py": ["tests/test_guard.py"],
 }
