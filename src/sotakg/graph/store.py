@@ -765,9 +765,6 @@ class SourceTable:
             found.extend(self.connection.execute(f"SELECT * FROM records WHERE {column} = ?", (value,)))
         return found
 
-    def count(self) -> int:
-        return int(self.connection.execute("SELECT COUNT(*) FROM records").fetchone()[0])
-
     def commit(self) -> None:
         self.connection.commit()
 
