@@ -22,6 +22,7 @@ from sotakg.query.sparql import (
     _bad_string_refusal,
     _keyword_refusal,
     _reifier_refusal,
+    _unreadable_iri_refusal,
     position,
 )
 
@@ -85,6 +86,8 @@ def _is_character(code: int) -> bool:
 #: An IRI as SPARQL 1.1 defines it. Where the engine compares (``?a<?b>?c``), the standard's longest
 #: token rule reads an IRI: such text is refused rather than given two meanings.
 _STANDARD_IRIREF = re.compile(r'<[^<>"{}|^`\\\x00-\x20]*+>')
+#: An IRI the engine can read: SPARQL 1.1's IRIREF with its \u escapes.
+_IRIREF_WITH_ESCAPES = re.compile(r'<(?:[^<>"{}|^`\\\x00-\x20]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8})*>')
 _WHITESPACE = re.compile(r"[ \t\r\n]++")
 _COMMENT_END = re.compile(r"[\r\n]")
 #: Tokens after which a ``<`` inside an expression compares rather than opens an IRI.
@@ -130,7 +133,7 @@ def _compares(frame: _Frame, previous: Token | None) -> bool:
     if previous.kind in _OPERAND_KINDS:
         return True
     if previous.kind == "punct":
-        return previous.text == ")"
+        return previous.text in (")", "}")  # EXISTS { … } is an operand
     return previous.kind == "word" and previous.text.lower() in ("true", "false")
 
 
@@ -322,6 +325,8 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
             raise _bad_string_refusal(text, token.offset)
         if kind == "punct" and token.text == "<<":
             raise _reifier_refusal(text, token.offset)
+        if kind == "iri" and not _IRIREF_WITH_ESCAPES.fullmatch(token.text):
+            raise _unreadable_iri_refusal(text, token.offset)
         if kind == "punct" or kind == "var" or kind == "iri" or kind == "string":
             continue  # nothing the engine could read as a keyword
         if form is None and kind == "word" and token.text.upper() in QUERY_FORMS:

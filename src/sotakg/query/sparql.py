@@ -213,7 +213,8 @@ _KIND_NAMES += ("pname",) + ("word",) * 8 + ("punct",) * 3
 _WORD_CODES = frozenset(range(_BOOL, _WORD_ + 1))
 _TERM_CODES = (_VAR_, _IRI, _PN, _BLANK, _STRING, _BAD_STRING, _NUM)
 #: Tokens after which a ``<`` inside an expression compares rather than opens an IRI.
-_OPERAND_CODES = frozenset({_VAR_, _IRI, _PN, _BLANK, _STRING, _BAD_STRING, _NUM, _LANG, _RPAREN, _BOOL})
+#: (``}`` ends an operand in an expression: ``EXISTS { … } < …``.)
+_OPERAND_CODES = frozenset({_VAR_, _IRI, _PN, _BLANK, _STRING, _BAD_STRING, _NUM, _LANG, _RPAREN, _RBRACE, _BOOL})
 
 
 def _byte_class(codes: Iterable[int]) -> bytes:
@@ -628,6 +629,9 @@ def _check(text: str, limits: QueryLimits) -> str | None:
     if keyword is not None:
         in_name = kinds[keyword[0]] == _PN
         found.append((keyword[0], 5, lambda: _keyword_refusal(text, *keyword, in_name=in_name)))
+    not_an_iri = _first_unreadable_iri(text, kinds, starts, ends)
+    if not_an_iri >= 0:
+        found.append((not_an_iri, 8, lambda: _unreadable_iri_refusal(text, starts[not_an_iri])))
     bad_string, reifier = kinds.find(_BAD_STRING), kinds.find(_REIFY)
     if bad_string >= 0:
         found.append((bad_string, 6, lambda: _bad_string_refusal(text, starts[bad_string])))
@@ -639,6 +643,40 @@ def _check(text: str, limits: QueryLimits) -> str | None:
     if other >= 0 and (select < 0 or other < select):
         return text[starts[other] : ends[other]].upper()
     return "SELECT" if select >= 0 else None
+
+
+_IRI_SELECTOR = bytes(1 if code == _IRI else 0 for code in range(256))
+#: IRIREFs as SPARQL 1.1 writes them, with the \u escapes it allows there (a backslash read again
+#: outside an IRI is no SPARQL at all, so an escape hides nothing).
+_IRIREF_BODY = r'(?:[^<>"{}|^`\\\x00-\x20]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8})*+'
+_READABLE_IRIREF = re.compile(f"<{_IRIREF_BODY}>")
+_STANDARD_IRIREFS = re.compile(f"(?:<{_IRIREF_BODY}>)*+")
+
+
+def _first_unreadable_iri(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> int:
+    """The index of the first IRI token that is no SPARQL 1.1 IRIREF (it holds a blank, a brace, a
+    quote, a backslash other than a \\u escape, or another ``<``), or -1. The engine cannot take such
+    text as an IRI, so it reads that ``<`` again, as "less than" (in an expression) or not at all: wherever the lexer's
+    reading of the brackets around a ``<`` could differ from the engine's (``EXISTS {} <``,
+    ``FILTERSTR(``, a keyword glued to a word), what such a token hides (``SERVICE <…> {}`` needs a
+    brace) is refused rather than trusted."""
+    chosen = kinds.translate(_IRI_SELECTOR)
+    joined = "".join(map(text.__getitem__, map(slice, compress(starts, chosen), compress(ends, chosen))))
+    if _STANDARD_IRIREFS.fullmatch(joined):
+        return -1
+    for index in compress(range(len(kinds)), chosen):
+        if not _READABLE_IRIREF.fullmatch(text, starts[index], ends[index]):
+            return index
+    return -1
+
+
+def _unreadable_iri_refusal(text: str, offset: int) -> QueryRefused:
+    line, column = position(text, offset)
+    return QueryRefused(
+        f"'<' at line {line}, column {column} opens no IRI the engine can read (the text up to the next '>' holds "
+        f"a blank, a brace, a quote, a backslash or another '<'), and the engine would read that '<' again; write "
+        f"the IRI without those characters, or a comparison with blanks around '<' and keywords standing alone"
+    )
 
 
 _WORD_SELECTOR = bytes(1 if code in _WORD_CODES else 0 for code in range(256))
