@@ -58,6 +58,7 @@ TESTS = {
         "tests/test_security.py",
         "tests/test_incremental.py",
         "tests/test_layout.py",
+        "tests/test_store_kills.py",
     ],
     "src/sotakg/server/guard.py": ["tests/test_guard.py"],
 }

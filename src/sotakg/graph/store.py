@@ -291,7 +291,9 @@ def remove_generation(layout: StoreLayout, generation: Path) -> bool:
         except OSError:
             return False  # a reader holds it: a later build removes it
         if layout._name_pattern(GENERATION_MARK).fullmatch(generation.name):
-            trash = generation.with_name(generation.name.replace(GENERATION_MARK, TRASH_MARK, 1))
+            # The mark after the store's own name (which may hold one too), so that leftovers() knows it.
+            token = generation.name[len(layout.path.name + GENERATION_MARK) :]
+            trash = generation.with_name(f"{layout.path.name}{TRASH_MARK}{token}")
             try:
                 os.rename(generation, trash)
             except OSError:

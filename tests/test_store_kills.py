@@ -1,0 +1,237 @@
+"""Behaviour of graph/store.py that its mutation run showed no test pinned (issue 20): what removing a
+generation does and says in each case, who holds a generation, the racy files a manifest keeps, what
+the freshness scan leaves outside the data folder, and the interrupt guard of a build."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from sotakg.errors import StoreError
+from sotakg.graph import store
+from sotakg.graph.store import (
+    GENERATION_MARK,
+    GENERATION_MARKER,
+    MANIFEST,
+    RACY_NS,
+    TRASH_MARK,
+    DataSnapshot,
+    InterruptGuard,
+    SourceTable,
+    StoreLayout,
+    generation_in_use,
+    hold_generation,
+    open_read_only,
+    read_manifest,
+    remember_stats,
+    remove_generation,
+    scan_stats,
+    write_generation_marker,
+)
+from sotakg.records.sources import display_path
+
+
+def marked_generation(layout: StoreLayout, files: int = 3) -> Path:
+    """A generation beside the store's link, marked as sotakg's, holding files and a folder."""
+    generation = layout.new_generation()
+    generation.mkdir(parents=True)
+    write_generation_marker(generation)
+    for number in range(files):
+        (generation / f"file-{number}").write_bytes(b"x" * number)
+    (generation / "folder").mkdir()
+    (generation / "folder" / "inner").write_text("y", encoding="utf-8")
+    return generation
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> StoreLayout:
+    (tmp_path / "work").mkdir()
+    return StoreLayout(tmp_path / "work" / "store")
+
+
+@pytest.fixture
+def release_held():
+    """Give back the reader locks a test took (they are otherwise held for the process's life)."""
+    yield
+    for generation in list(store._held_reader_locks):
+        store._held_reader_locks.pop(generation).close()
+
+
+# ------------------------------------------------------------------------------ removing a generation
+
+
+def test_a_marked_generation_is_removed_whole_and_a_link_in_it_is_not_followed(layout, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("kept", encoding="utf-8")
+    generation = marked_generation(layout, files=40)  # the marker is rarely the last entry listed
+    os.symlink(outside, generation / "link-to-a-folder")
+    assert remove_generation(layout, generation) is True
+    assert not os.path.lexists(generation)
+    assert [p.name for p in layout.path.parent.iterdir()] == []
+    assert (outside / "keep").read_text(encoding="utf-8") == "kept"
+
+
+def test_an_empty_folder_named_like_a_generation_is_removed(layout):
+    generation = layout.new_generation()
+    generation.mkdir(parents=True)
+    assert remove_generation(layout, generation) is True
+    assert not generation.exists()
+
+
+@pytest.mark.parametrize("case", ["elsewhere", "a-link", "unmarked"])
+def test_what_is_not_a_generation_sotakg_made_beside_the_link_is_left_alone(layout, tmp_path, case):
+    elsewhere = StoreLayout(tmp_path / "other" / "store")
+    if case == "elsewhere":  # marked, but in another folder than the store's
+        generation = marked_generation(elsewhere)
+        target = generation
+    elif case == "a-link":  # beside the link and named like a generation, but a link to one
+        target = marked_generation(elsewhere)
+        generation = layout.new_generation()
+        layout.path.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, generation)
+    else:  # beside the link, named like a generation, not empty, without the marker
+        generation = marked_generation(layout)
+        (generation / GENERATION_MARKER).unlink()
+        target = generation
+    before = sorted(p.name for p in target.iterdir())
+    assert remove_generation(layout, generation) is False
+    assert os.path.lexists(generation)
+    assert sorted(p.name for p in target.iterdir()) == before
+
+
+def test_a_generation_a_reader_holds_stays_until_it_is_given_back(layout, release_held):
+    generation = marked_generation(layout)
+    assert generation_in_use(generation) is False
+    assert hold_generation(generation) is True
+    assert generation_in_use(generation) is True
+    assert remove_generation(layout, generation) is False
+    assert (generation / GENERATION_MARKER).is_file() and (generation / "folder" / "inner").is_file()
+    store._held_reader_locks.pop(generation).close()
+    assert generation_in_use(generation) is False
+    assert remove_generation(layout, generation) is True
+    assert not generation.exists()
+
+
+def test_a_generation_is_moved_out_of_the_way_under_a_name_the_next_build_finds(tmp_path, monkeypatch):
+    # A store whose own name holds the generation mark: only the mark before the token is replaced.
+    (tmp_path / "work").mkdir()
+    layout = StoreLayout(tmp_path / "work" / f"s{GENERATION_MARK}x")
+    generation = marked_generation(layout)
+    renamed: list[str] = []
+    real_rename = os.rename
+
+    def recording_rename(source, destination, *args, **kwargs):
+        renamed.append(Path(destination).name)
+        return real_rename(source, destination, *args, **kwargs)
+
+    monkeypatch.setattr(store.os, "rename", recording_rename)
+    assert remove_generation(layout, generation) is True
+    token = generation.name.removeprefix(layout.path.name + GENERATION_MARK)
+    assert renamed == [f"{layout.path.name}{TRASH_MARK}{token}"]
+    assert layout._name_pattern(TRASH_MARK).fullmatch(renamed[0])
+
+
+def test_a_generation_that_cannot_be_moved_out_of_the_way_is_kept(layout):
+    generation = marked_generation(layout)
+    token = generation.name.removeprefix(layout.path.name + GENERATION_MARK)
+    in_the_way = generation.with_name(f"{layout.path.name}{TRASH_MARK}{token}")
+    in_the_way.mkdir()
+    (in_the_way / "not-empty").write_text("z", encoding="utf-8")
+    assert remove_generation(layout, generation) is False
+    assert (generation / GENERATION_MARKER).is_file() and len(list(generation.iterdir())) == 6
+
+
+def test_a_store_that_cannot_be_opened_is_an_error_naming_it(layout, release_held):
+    generation = marked_generation(layout)  # marked, but holding no database
+    os.symlink(generation.name, layout.path)
+    with pytest.raises(StoreError) as raised:
+        open_read_only(layout)
+    assert str(raised.value).startswith(f"cannot open the store at {display_path(layout.path)}: ")
+
+
+# ------------------------------------------------------------------------------ racy files
+
+
+def test_remembered_stats_keep_the_racy_files_for_the_next_scan(layout):
+    generation = marked_generation(layout)
+    SourceTable.create(generation).close()
+    (generation / MANIFEST).write_text(json.dumps({"fingerprint": "f", "racy": {}}), encoding="utf-8")
+    racy = {"practices/SOTA-001.yaml": "0" * 64}
+    data = DataSnapshot(layout.path, {}, "digest", "f", 0, racy=racy)
+    remember_stats(generation, data)
+    manifest = read_manifest(generation)
+    assert (manifest["stat_digest"], manifest["racy"], manifest["fingerprint"]) == ("digest", racy, "f")
+
+
+def _settled(generation: Path, mtime: int, ctime: int, scan: int) -> dict[str, str]:
+    stats = {"a.yaml": (1, mtime, 7, ctime)}
+    return store._settle_racy(generation, {"fingerprint": "f"}, {"a.yaml": "h", "gone.yaml": "h"}, stats, scan)
+
+
+def test_a_racy_file_stays_racy_while_either_of_its_times_is_recent(layout):
+    generation = marked_generation(layout)
+    scan = 10 * RACY_NS
+    old = scan - 5 * RACY_NS
+    assert _settled(generation, mtime=scan, ctime=old, scan=scan) == {"a.yaml": "h"}
+    assert _settled(generation, mtime=old, ctime=scan, scan=scan) == {"a.yaml": "h"}
+    assert _settled(generation, mtime=scan - RACY_NS, ctime=old, scan=scan) == {"a.yaml": "h"}  # at the edge
+    assert read_manifest(generation)["racy"] == {"a.yaml": "h"}  # a file no longer there is dropped
+    assert _settled(generation, mtime=old, ctime=old, scan=scan) == {}
+    assert read_manifest(generation)["racy"] == {}
+
+
+def test_settling_racy_files_where_the_manifest_cannot_be_written_is_no_error(layout):
+    generation = marked_generation(layout)
+    (generation / MANIFEST).mkdir()  # not a file: it cannot be replaced
+    scan = 10 * RACY_NS
+    assert _settled(generation, mtime=scan, ctime=scan, scan=scan) == {"a.yaml": "h"}
+
+
+def test_a_racy_file_that_cannot_be_read_again_is_not_taken_as_unchanged(tmp_path):
+    (tmp_path / "here.yaml").write_text("id: x\n", encoding="utf-8")
+    import hashlib
+
+    here = {"here.yaml": hashlib.sha256(b"id: x\n").hexdigest()}
+    assert store._racy_files_unchanged(tmp_path, here) is True
+    assert store._racy_files_unchanged(tmp_path, {**here, "gone.yaml": "0" * 64}) is False
+
+
+# ------------------------------------------------------------------------------ the freshness scan
+
+
+def test_a_record_folder_linking_outside_the_data_folder_is_not_walked(tmp_path):
+    data, outside = tmp_path / "data", tmp_path / "outside"
+    data.mkdir()
+    outside.mkdir()
+    (outside / "SOTA-001.yaml").write_text("id: SOTA-001\n", encoding="utf-8")
+    os.symlink(outside, data / "practices")
+    (data / "notes.txt").write_text("not a folder", encoding="utf-8")
+    os.symlink("notes.txt", data / "papers")  # inside, but a file
+    assert sorted(scan_stats(data)) == ["papers", "practices"]
+
+
+# ------------------------------------------------------------------------------ interrupts
+
+
+def test_the_first_interrupt_stops_a_build_and_later_ones_are_held():
+    guard = InterruptGuard()
+    with pytest.raises(KeyboardInterrupt):
+        guard._handle(signal.SIGINT, None)
+    guard._handle(signal.SIGTERM, None)  # the clean-up the first one began is not cut short
+    assert guard.held == [signal.SIGINT, signal.SIGTERM]
+
+
+def test_once_committing_interrupts_are_held_and_ignored_after_the_build():
+    guard = InterruptGuard()
+    with guard.installed():
+        assert signal.getsignal(signal.SIGINT) == guard._handle
+        guard.committing = True
+        guard._handle(signal.SIGINT, None)
+        assert guard.held == [signal.SIGINT]
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
