@@ -235,3 +235,23 @@ def test_once_committing_interrupts_are_held_and_ignored_after_the_build():
         assert guard.held == [signal.SIGINT]
     assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+
+
+# ------------------------------------------------------------------------------ holding the current generation
+
+
+def test_holding_a_store_that_is_not_built_says_to_build_it(layout):
+    with pytest.raises(StoreError) as raised:
+        store.hold_current(layout)
+    assert str(raised.value) == f"no store at {display_path(layout.path)}; run 'sotakg build' first"
+
+
+def test_holding_a_store_whose_link_keeps_moving_gives_up_with_a_clear_error(layout, monkeypatch):
+    generation = marked_generation(layout)
+    os.symlink(generation.name, layout.path)
+    monkeypatch.setattr(store, "hold_generation", lambda generation: False)  # swapped away each time
+    with pytest.raises(StoreError) as raised:
+        store.hold_current(layout)
+    assert str(raised.value) == (
+        f"the store at {display_path(layout.path)} kept changing while it was opened; try again"
+    )
