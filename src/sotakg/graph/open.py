@@ -7,13 +7,14 @@ other's help to be read, and every command that reads the graph follows the same
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .build import DataRead, build, read_data
 from .store import DATABASE, StoreLayout, freshness, hold_current, open_read_only, read_manifest
 
 if TYPE_CHECKING:
     from pyoxigraph import Store
+
+    from .build import DataRead
 
 #: How long a command waits for a build another process is running before it gives up.
 BUILD_WAIT_SECONDS = 120.0
@@ -30,17 +31,26 @@ def ensure_fresh(data_dir: Path | None, store_path: Path, data: DataRead | None 
     layout = StoreLayout(store_path)
     if data is not None:
         if read_manifest(layout.current_generation()).get("fingerprint") != data.snapshot.fingerprint:
-            build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, data=data)
+            _build(data_dir, store_path, data=data)
         return
     if layout.current_generation() is None:
+        from .build import read_data
+
         # The first build: read everything before the build takes its lock, so unreadable data
         # leaves no trace (not even the store's folder).
-        build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, data=read_data(data_dir, store_path))
+        _build(data_dir, store_path, data=read_data(data_dir, store_path))
         return
     fresh, scanned = freshness(data_dir, layout)
     if not fresh:
         # The build goes on from this scan (when no other build swapped the store in between).
-        build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, scanned=scanned)
+        _build(data_dir, store_path, scanned=scanned)
+
+
+def _build(data_dir: Path, store_path: Path, **given: Any) -> None:
+    # Imported here: a store that is fresh needs neither the build nor the record reader.
+    from .build import build
+
+    build(data_dir, store_path, wait_seconds=BUILD_WAIT_SECONDS, **given)
 
 
 def current_database(data_dir: Path | None, store_path: Path, data: DataRead | None = None) -> Path:

@@ -18,7 +18,6 @@ A malformed header is a QueryHeaderError naming the file.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -130,6 +129,8 @@ def find_named(
     files = {path.stem: path for path in sorted(folder.glob("*.rq"))}
     if name in files:
         return read(files[name])
+    import difflib  # only a name that is not there needs it
+
     close = difflib.get_close_matches(name, list(files), n=1)
     hint = f"did you mean {close[0]}? " if close else ""
     raise error(f"no {noun} called {name!r}; {hint}'{listing}' lists them: {', '.join(files)}")

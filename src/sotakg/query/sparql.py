@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Protocol
 from ..errors import QueryFailed, QueryRefused, QuerySyntaxError, QueryTimeout
 from ..graph.vocab import PREFIXES
 from .results import AskResult, QueryResult, Term, parse_graph, parse_sparql_results
-from .syntax_help import explain_syntax_error
 
 if TYPE_CHECKING:
     from pyoxigraph import Variable
@@ -777,6 +776,8 @@ def syntax_error(message: str, text: str) -> QuerySyntaxError:
     if not match:
         return QuerySyntaxError(f"syntax error: {message}")
     line, column, raw = int(match.group(1)), int(match.group(2)), " ".join(match.group(3).split())
+    from .syntax_help import explain_syntax_error  # only a query that fails needs it
+
     explained = explain_syntax_error(text, list(tokens(text)), line, column, raw, PREFIXES)
     line, column, detail = explained or (line, column, _tidy_expected(raw))
     lines = text.splitlines() or [""]
