@@ -5,6 +5,7 @@ reference that ``tests/test_sparql_lexer.py`` holds the fast one to (same tokens
 # ruff: noqa: E501
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ from sotakg.query.sparql import (
     UPDATE_KEYWORDS,
     QueryLimits,
     Token,
+    _authority_prefix_refusal,
     _bad_string_refusal,
+    _glued_keyword_refusal,
     _keyword_refusal,
     _reifier_refusal,
     _unreadable_iri_refusal,
@@ -260,6 +263,23 @@ _KEYWORD_IN_WORD = re.compile("|".join(sorted({*UPDATE_KEYWORDS, *_NETWORK_KEYWO
 _NETWORK_IN_PREFIX = re.compile("|".join(_NETWORK_KEYWORDS), re.I)
 
 
+_FRAME_WORDS = ("SELECT", "FILTER", "BIND", "VALUES", "UNION", "TRUE", "FALSE")
+
+
+def _glued_frame_keyword(token: Token) -> tuple[str, int] | None:
+    """A keyword that decides the brackets' reading, glued to more letters in a word or a name's prefix."""
+    if token.kind == "word":
+        where = token.text
+        if where.upper() in _FRAME_WORDS:
+            return None
+    elif token.kind == "pname" and not token.text.startswith("_:"):
+        where = token.text.split(":", 1)[0]
+    else:
+        return None
+    found = re.search("|".join(_FRAME_WORDS), where, re.I)
+    return (found.group().upper(), found.start()) if found else None
+
+
 def _keyword_at(token: Token) -> tuple[str, int] | None:
     """A keyword the engine could read in this token, and its offset in the token."""
     if token.kind == "word" or token.kind == "number":
@@ -288,7 +308,27 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
     count = terms = unions = 0
     max_tokens, max_terms, max_unions = limits.max_terms * 4, limits.max_terms, limits.max_unions
     depth = _Depth()
+    # The PREFIX declarations (of the tokens the check reads): a declared name is read as a name.
+    scanned = list(itertools.islice(tokens(text), max_tokens + 1))
+    declared = {
+        k - 1: t.text
+        for k, t in enumerate(scanned)
+        if k >= 2
+        and t.kind == "iri"
+        and scanned[k - 1].kind == "pname"
+        and not scanned[k - 1].text.startswith("_:")
+        and scanned[k - 2].kind == "word"
+        and scanned[k - 2].text.upper() == "PREFIX"
+    }
+    names = {scanned[k].text for k in declared}
+    authority_of = {
+        scanned[k].text: found.group(1)
+        for k, iri in declared.items()
+        if (found := re.fullmatch(r"<(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//([^/?#>]*)>", iri))
+    }
+    seen: list[Token] = []
     for token in tokens(text):
+        seen.append(token)
         count += 1
         kind = token.kind
         if kind in _TERM_KINDS:
@@ -327,12 +367,24 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
             raise _reifier_refusal(text, token.offset)
         if kind == "iri" and not _IRIREF_WITH_ESCAPES.fullmatch(token.text):
             raise _unreadable_iri_refusal(text, token.offset)
+        if kind == "iri" and len(seen) - 2 in declared:
+            host = re.fullmatch(r"<(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//([^/?#>]*)>", token.text)
+            if host and not re.fullmatch(r"[A-Za-z0-9._~-]*", host.group(1)):
+                raise _authority_prefix_refusal(text, token.offset)
         if kind == "punct" or kind == "var" or kind == "iri" or kind == "string":
             continue  # nothing the engine could read as a keyword
         if form is None and kind == "word" and token.text.upper() in QUERY_FORMS:
             form = token.text.upper()
         found = _keyword_at(token)
         if found is None:
+            is_name = kind == "pname" and not token.text.startswith("_:")
+            declared_name = is_name and (len(seen) - 1 in declared or token.text.split(":", 1)[0] + ":" in names)
+            glued = None if declared_name else _glued_frame_keyword(token)
+            if glued is not None:
+                raise _glued_keyword_refusal(text, 0, glued[0], token.offset + glued[1])
+            prefix, _, local = token.text.partition(":")
+            if is_name and len(seen) - 1 not in declared and prefix + ":" in authority_of and ":" in local:
+                raise _authority_prefix_refusal(text, token.offset)
             continue
         keyword, inside = found
         if kind == "pname":

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sotakg.errors import QueryRefused, QuerySyntaxError
+from sotakg.graph.vocab import PREFIXES
 from sotakg.query.sparql import check_query, tokens
 
 from .conftest import counting_listener
@@ -220,6 +221,23 @@ REREAD = [
     "SELECT * WHERE {{ {{ SELECTDISTINCT (?o < EXISTS {{ SERVICE <{url}> {{ }} }} AS ?z) {{ ?s ?p ?o }} }} }}",
     "SELECT * WHERE {{ {{ SELECTREDUCED * {{ ?s ?p ?o }} ORDER BY (?s < EXISTS {{ SERVICE <{url}> {{ }} }}) }} }}",
     "PREFIX ex: <http://ex:> SELECT * WHERE {{ ?s ?p ex:FILTERSTR(?s < EXISTS {{ SERVICE <{url}> {{ }} }}) }}",
+    # a "less than" the lexer takes for an IRI holding "#": a comment for the engine, hiding the quotes
+    # that, for the lexer, open a string over the SERVICE
+    *(
+        head + "(0<1#> '''\n) SERVICE <{url}> {{ ?x ?y ?z }}\nFILTER('''#''')\n}}"
+        for head in (
+            "SELECT * WHERE {{ ?s ?p ?o FILTERSTR",
+            "SELECT * WHERE {{ ?s ?p ?o FILTERisLITERAL",
+            "SELECT * WHERE {{ ?s ?p trueFILTER",
+            "SELECT * WHERE {{ ?s ?p ?o FILTERxsd:string",
+            "PREFIX : <http://www.w3.org/2001/XMLSchema#>\nSELECT * WHERE {{ ?s ?p ?o FILTER:string",
+            "PREFIX ex: <http://ex:>\nSELECT * WHERE {{ ?s ex:1FILTER",
+        )
+    ),
+    "SELECT * WHERE {{ ?s ?p ?o . ?s ?p trueBIND(0<1#> '''\n AS ?q) SERVICE <{url}> {{ ?x ?y ?z }}\n"
+    "FILTER('''#''')\n}}",
+    "SELECT * WHERE {{ ?s ?p ?o {{ SELECTDISTINCT (0<1#> '''\n AS ?q) WHERE {{ ?s ?p ?o }} }} SERVICE <{url}> "
+    "{{ ?x ?y ?z }}\nFILTER('''#''')\n}}",
 ]
 
 
@@ -234,8 +252,9 @@ def test_what_the_engine_reads_again_is_refused_and_would_have_connected(templat
         store = Store()  # triples for the patterns before the hidden SERVICE to match
         store.add(Quad(NamedNode("http://x/s"), NamedNode("http://x/p"), NamedNode("http://ex:")))
         store.add(Quad(NamedNode("http://x/s"), NamedNode("http://x/p"), Literal(True)))
-        try:
-            list(store.query(text))  # type: ignore[call-overload]
+        store.add(Quad(NamedNode("http://x/s"), NamedNode("http://ex:"), Literal(1)))
+        try:  # with the prefixes sotakg passes the engine (xsd: among them)
+            list(store.query(text, prefixes=dict(PREFIXES)))  # type: ignore[call-overload]
         except Exception:  # noqa: BLE001 - the listener closes at once: the engine reports an error
             pass
     assert len(seen) >= 1, text  # the oracle bites: unchecked, the engine connects

@@ -503,6 +503,18 @@ _KEYWORD_IN_WORD = re.compile(
     + ")",
     re.I,
 )
+#: The words whose place decides what the lexer takes a bracket to hold (an expression or not) or what
+#: it counts: the engine reads them glued to other letters too (``FILTERSTR(`` is FILTER and STR(,
+#: ``atrueFILTER(`` the verb a, true and FILTER), so a word or a name's prefix holding one and more
+#: is refused: the lexer's view of the brackets after it could differ from the engine's.
+_FRAME_KEYWORDS = ("SELECT", "FILTER", "BIND", "VALUES", "UNION", "TRUE", "FALSE")
+_FRAME_KEYWORD_GLUED = re.compile("|".join(_FRAME_KEYWORDS), re.I)
+#: A prefix IRI that ends in its authority (``<http://h>``, ``<http://ex:>``, ``<//[::1]>``): a name's
+#: local part appended there becomes part of the host or the port, and where that makes an IRI that
+#: is not valid the engine reads the prefix alone and the local part again, as keywords. A plain host
+#: is broken only by a ":" in the local part; a port, an IP literal or user information by anything.
+_AUTHORITY_ONLY = re.compile(r"<(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//([^/?#>]*)>")
+_PLAIN_HOST = re.compile(r"[A-Za-z0-9._~-]*")
 #: A network keyword anywhere in a prefixed name: in its prefix (``SERVICEex:x``, an unknown prefix)
 #: and in its local part too, since where the name's IRI is not valid (``PREFIX ex: <http://ex:>``) the
 #: engine reads the prefix alone and the rest again (``ex:SERVICE <…> {}`` calls that service).
@@ -628,6 +640,13 @@ def _check(text: str, limits: QueryLimits) -> str | None:
     if keyword is not None:
         in_name = kinds[keyword[0]] == _PN
         found.append((keyword[0], 5, lambda: _keyword_refusal(text, *keyword, in_name=in_name)))
+    declared = _declared_prefixes(text, kinds, starts, ends)
+    glued = _first_glued_frame_keyword(text, kinds, starts, ends, declared)
+    if glued is not None:
+        found.append((glued[0], 9, lambda: _glued_keyword_refusal(text, *glued)))
+    broken = _first_broken_authority(text, kinds, starts, ends, declared)
+    if broken >= 0:
+        found.append((broken, 10, lambda: _authority_prefix_refusal(text, starts[broken])))
     not_an_iri = _first_unreadable_iri(text, kinds, starts, ends)
     if not_an_iri >= 0:
         found.append((not_an_iri, 8, lambda: _unreadable_iri_refusal(text, starts[not_an_iri])))
@@ -667,6 +686,86 @@ def _first_unreadable_iri(text: str, kinds: bytes, starts: list[int], ends: list
         if not _READABLE_IRIREF.fullmatch(text, starts[index], ends[index]):
             return index
     return -1
+
+
+def _declared_prefixes(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> dict[int, str]:
+    """The query's PREFIX declarations: the index of each declared name (``ex:``) and its IRI's text."""
+    declared: dict[int, str] = {}
+    for index in compress(range(len(kinds)), kinds.translate(_IRI_SELECTOR)):
+        if index >= 2 and kinds[index - 1] == _PN and kinds[index - 2] in _WORD_CODES:
+            if text[starts[index - 2] : ends[index - 2]].upper() == "PREFIX":
+                declared[index - 1] = text[starts[index] : ends[index]]
+    return declared
+
+
+def _first_glued_frame_keyword(
+    text: str, kinds: bytes, starts: list[int], ends: list[int], declared: dict[int, str]
+) -> tuple[int, str, int] | None:
+    """The first word, or prefix of a prefixed name that the query does not declare, that holds one of
+    ``_FRAME_KEYWORDS`` and more (a word that is just the keyword has its own kind): its index, the
+    keyword and where it stands. A declared prefix is read as the name it is (``PREFIX UNION: <…>``)."""
+    names = {text[starts[index] : ends[index]] for index in declared}
+    best: tuple[int, str, int] | None = None
+    for selector, in_prefix in ((_WORD_SELECTOR, False), (_PNAME_SELECTOR, True)):
+        chosen = kinds.translate(selector)
+        for index in compress(range(len(kinds)), chosen):
+            if best is not None and index > best[0]:
+                break
+            start, end = starts[index], ends[index]
+            if in_prefix:
+                end = text.find(":", start, end)
+                if index in declared or text[start : end + 1] in names:
+                    continue
+            elif end - start <= 6 and text[start:end].upper() in _FRAME_KEYWORDS:
+                continue  # the keyword itself, lexed as a word (a spelling the lexer does not code)
+            hit = _FRAME_KEYWORD_GLUED.search(text, start, end)
+            if hit is not None:
+                best = (index, hit.group().upper(), hit.start())
+                break
+    return best
+
+
+def _glued_keyword_refusal(text: str, index: int, keyword: str, offset: int) -> QueryRefused:
+    line, column = position(text, offset)
+    return QueryRefused(
+        f"{keyword} (line {line}, column {column}) is glued to other letters; the engine reads it as the keyword "
+        f"there, and the check could not follow the brackets after it: put a blank around it"
+    )
+
+
+def _first_broken_authority(
+    text: str, kinds: bytes, starts: list[int], ends: list[int], declared: dict[int, str]
+) -> int:
+    """The index of the first token where a prefix IRI ending in its authority can break: a declaration
+    of one whose authority is more than a plain host, or a name with a ":" in its local part that uses
+    one; -1 if none."""
+    authority_of: dict[str, str] = {}
+    first = -1
+    for index, iri in declared.items():
+        found = _AUTHORITY_ONLY.fullmatch(iri)
+        if found is None:
+            continue
+        if not _PLAIN_HOST.fullmatch(found.group(1)):
+            first = index + 1 if first < 0 else min(first, index + 1)
+        authority_of[text[starts[index] : ends[index]]] = found.group(1)
+    if not authority_of:
+        return first
+    for index in compress(range(len(kinds)), kinds.translate(_PNAME_SELECTOR)):
+        if index in declared or (first >= 0 and index > first):
+            continue
+        name = text[starts[index] : ends[index]]
+        prefix, _, local = name.partition(":")
+        if prefix + ":" in authority_of and ":" in local:
+            return index if first < 0 else min(first, index)
+    return first
+
+
+def _authority_prefix_refusal(text: str, offset: int) -> QueryRefused:
+    line, column = position(text, offset)
+    return QueryRefused(
+        f"line {line}, column {column}: a prefix IRI that ends in its host or port (no '/' after them) makes this "
+        f"name's IRI one that may not be valid, and the engine then reads the rest again; end the prefix IRI with '/'"
+    )
 
 
 def _unreadable_iri_refusal(text: str, offset: int) -> QueryRefused:
