@@ -479,9 +479,15 @@ def _page_with_row(tmp_path, row: str) -> tuple[Path, int]:
     return page, len(text.rstrip("\n").split("\n"))
 
 
+def _imported_with_row(runner, tmp_path, row: str):
+    """Import the seed page with ``row`` added: the page, the row's line, the data folder, the result."""
+    page, line = _page_with_row(tmp_path, row)
+    data = tmp_path / "data"
+    return page, line, data, runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+
+
 def test_a_refused_cell_value_names_the_line_of_its_row(runner, tmp_path):
-    page, line = _page_with_row(tmp_path, "| SOTA-985 | NUL&#0;here | x | Proposed |")
-    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    page, line, _data, result = _imported_with_row(runner, tmp_path, "| SOTA-985 | NUL&#0;here | x | Proposed |")
     assert result.exit_code == 1
     assert result.output == (
         f"Error: 1 problem in the data:\n{page}:{line}: 'title' holds the control character U+0000 (only tab and "
@@ -500,9 +506,7 @@ def test_a_refused_cell_value_names_the_line_of_its_row(runner, tmp_path):
     ],
 )
 def test_a_supersession_is_imported_only_where_the_page_states_it(runner, tmp_path, sentence, stated):
-    page, line = _page_with_row(tmp_path, f"| SOTA-986 | T | {sentence} | Proposed |")
-    data = tmp_path / "data"
-    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {sentence} | Proposed |")
     assert result.exit_code == 0, result.output
     adr = (data / "adrs" / "ADR-026.yaml").read_text(encoding="utf-8")
     assert ("superseded_by: ADR-059" in adr) is stated
@@ -512,11 +516,8 @@ def test_a_supersession_is_imported_only_where_the_page_states_it(runner, tmp_pa
 
 
 def test_a_locator_the_import_cannot_place_is_warned_of(runner, tmp_path):
-    page, line = _page_with_row(
-        tmp_path, "| SOTA-987 | T | Doe et al. (2020), LIT-971 and LIT-972 — ARXIV-2001.00001. Text. | Proposed |"
-    )
-    data = tmp_path / "data"
-    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+    row = "| SOTA-987 | T | Doe et al. (2020), LIT-971 and LIT-972 — ARXIV-2001.00001. Text. | Proposed |"
+    page, line, data, result = _imported_with_row(runner, tmp_path, row)
     assert result.exit_code == 0, result.output
     assert (
         f"warning: {page}:{line}: row SOTA-987 gives one locator after 2 papers; it was not assigned to any of them "
@@ -526,11 +527,8 @@ def test_a_locator_the_import_cannot_place_is_warned_of(runner, tmp_path):
 
 
 def test_two_rows_giving_a_paper_two_kinds_of_locator_are_warned_of(runner, tmp_path):
-    page, line = _page_with_row(
-        tmp_path, "| SOTA-988 | T | Jiang et al. (2020), LIT-051 — ARXIV-2001.00001. X. | Proposed |"
-    )
-    data = tmp_path / "data"
-    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+    row = "| SOTA-988 | T | Jiang et al. (2020), LIT-051 — ARXIV-2001.00001. X. | Proposed |"
+    page, line, data, result = _imported_with_row(runner, tmp_path, row)
     assert result.exit_code == 0, result.output
     assert f"warning: {page}:{line}: row SOTA-988 gives LIT-051 the arxiv '2001.00001', an earlier row the url " in (
         result.output
