@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sotakg.errors import QueryRefused
+from sotakg.graph.vocab import PREFIXES
 from sotakg.query.sparql import (
     _CLOSERS,
     _OPENERS,
@@ -25,6 +26,8 @@ from sotakg.query.sparql import (
     _glued_keyword_refusal,
     _keyword_refusal,
     _reifier_refusal,
+    _rereadable_name_refusal,
+    _surely_an_iri,
     _unreadable_iri_refusal,
     position,
 )
@@ -285,7 +288,7 @@ def _keyword_at(token: Token) -> tuple[str, int] | None:
     if token.kind == "word" or token.kind == "number":
         found = _KEYWORD_IN_WORD.search(token.text)
     elif token.kind == "pname" and not token.text.startswith("_:"):
-        found = _NETWORK_IN_PREFIX.search(token.text)  # the local part too: read again if its IRI fails
+        found = _NETWORK_IN_PREFIX.search(token.text.split(":", 1)[0])
     else:
         return None
     return (found.group().upper(), found.start()) if found else None
@@ -321,6 +324,7 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
         and scanned[k - 2].text.upper() == "PREFIX"
     }
     names = {scanned[k].text for k in declared}
+    bases = dict(PREFIXES) | {scanned[k].text[:-1]: iri[1:-1] for k, iri in sorted(declared.items())}
     authority_of = {
         scanned[k].text: found.group(1)
         for k, iri in declared.items()
@@ -378,13 +382,25 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
         found = _keyword_at(token)
         if found is None:
             is_name = kind == "pname" and not token.text.startswith("_:")
-            declared_name = is_name and (len(seen) - 1 in declared or token.text.split(":", 1)[0] + ":" in names)
+            here = len(seen) - 1
+            call_follows = here + 1 < len(scanned) and scanned[here + 1].text == "("
+            declared_name = is_name and (
+                here in declared or (token.text.split(":", 1)[0] + ":" in names and not call_follows)
+            )
             glued = None if declared_name else _glued_frame_keyword(token)
             if glued is not None:
                 raise _glued_keyword_refusal(text, 0, glued[0], token.offset + glued[1])
             prefix, _, local = token.text.partition(":")
-            if is_name and len(seen) - 1 not in declared and prefix + ":" in authority_of and ":" in local:
+            if is_name and here not in declared and prefix + ":" in authority_of and ":" in local:
                 raise _authority_prefix_refusal(text, token.offset)
+            if (
+                is_name
+                and here not in declared
+                and re.search("|".join((*_FRAME_WORDS, "SERVICE", "FROM")), local, re.I)
+            ):
+                base = bases.get(prefix)
+                if base is not None and not _surely_an_iri(base, local):
+                    raise _rereadable_name_refusal(text, token.offset)
             continue
         keyword, inside = found
         if kind == "pname":

@@ -503,6 +503,9 @@ def test_a_refused_cell_value_names_the_line_of_its_row(runner, tmp_path):
         ("It is unclear whether ADR-059 supersedes ADR-026.", False),
         ("ADR-059 does not say so; ADR-059 supersedes ADR-026.", True),
         ("Since then ADR-059 supersedes ADR-026.", True),
+        # a negation in another clause, or in a word, says nothing of the supersession
+        ("The scope is not a training run — ADR-059 supersedes ADR-026.", True),
+        ("A no-op change until now, and later ADR-059 supersedes ADR-026.", True),
     ],
 )
 def test_a_supersession_is_imported_only_where_the_page_states_it(runner, tmp_path, sentence, stated):
@@ -535,6 +538,7 @@ def test_two_rows_giving_a_paper_two_kinds_of_locator_are_warned_of(runner, tmp_
     )
     paper = (data / "papers" / "LIT-051.yaml").read_text(encoding="utf-8")
     assert "arxiv: 2001.00001" in paper.replace("'", "") and "url: " in paper
+    assert result.output.count("gives LIT-051 the arxiv") == 1  # once, not again for every row citing it
 
 
 # ------------------------------------------------------------------------------ status column

@@ -168,6 +168,15 @@ def test_remembered_stats_keep_the_racy_files_for_the_next_scan(layout):
     assert (manifest["stat_digest"], manifest["racy"], manifest["fingerprint"]) == ("digest", racy, "f")
 
 
+def test_an_entry_never_read_is_never_racy(layout):
+    scan = 10 * RACY_NS
+    recent = (0, scan, 1, scan)
+    stats = {"practices": recent, "papers": recent, "practices/SOTA-001.yaml": recent}
+    hashes = {"practices": "unread:0:1:2:3", "papers": "refused:a link", "practices/SOTA-001.yaml": "0" * 64}
+    data = DataSnapshot(layout.path, stats, "digest", "f", scan, hashes)
+    assert data.racy_files() == {"practices/SOTA-001.yaml": "0" * 64}
+
+
 def _settled(generation: Path, mtime: int, ctime: int, scan: int) -> dict[str, str]:
     stats = {"a.yaml": (1, mtime, 7, ctime)}
     return store._settle_racy(generation, {"fingerprint": "f"}, {"a.yaml": "h", "gone.yaml": "h"}, stats, scan)

@@ -1057,6 +1057,19 @@ def test_baseline_cache_is_not_trusted_in_a_store_folder_that_is_a_submodule(run
     assert (code, document["states"]["new"]) == (1, 2)
 
 
+def test_baseline_cache_is_used_for_a_store_at_the_top_of_the_repository(runner, anthology_repo: Path) -> None:
+    # The store's folder is then the whole work tree, which git tracks: only the cache folder counts.
+    store = ["--store", "store"]
+    runner.invoke(cli, [*store, "validate", "--baseline", "main", "--format", "json"])
+    caches = list((anthology_repo / "baselines").glob("*.json"))
+    assert len(caches) == 1
+    cached = json.loads(caches[0].read_text(encoding="utf-8"))
+    cached["findings"] = []  # sotakg's own cache is believed: BASE then had no findings
+    caches[0].write_text(json.dumps(cached), encoding="utf-8")
+    result = runner.invoke(cli, [*store, "validate", "--baseline", "main", "--format", "json"])
+    assert json.loads(result.stdout)["states"]["unchanged"] == 0
+
+
 def test_baseline_unreadable_head_file_is_a_new_finding(runner, anthology_repo: Path) -> None:
     (anthology_repo / "data/practices/SOTA-017.yaml").write_text("id: SOTA-017\ntitle: [\n", encoding="utf-8")
     code, document = baseline_json(runner)

@@ -405,10 +405,14 @@ class DataSnapshot:
     def racy_files(self) -> dict[str, str]:
         """The files whose times are too close to this scan to trust their stat next time."""
         threshold = self.scan_ns - RACY_NS
+        # An entry never read (a linked folder, a refused name) has its stat in its hash: it changes
+        # with its stat, so it is never racy.
         return {
             rel: self.hashes[rel]
             for rel, (_size, mtime, _inode, ctime) in self.stats.items()
-            if (mtime >= threshold or ctime >= threshold) and rel in self.hashes
+            if (mtime >= threshold or ctime >= threshold)
+            and rel in self.hashes
+            and not self.hashes[rel].startswith(("unread:", "refused:"))
         }
 
 

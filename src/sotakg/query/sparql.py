@@ -515,10 +515,12 @@ _FRAME_KEYWORD_GLUED = re.compile("|".join(_FRAME_KEYWORDS), re.I)
 #: is broken only by a ":" in the local part; a port, an IP literal or user information by anything.
 _AUTHORITY_ONLY = re.compile(r"<(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//([^/?#>]*)>")
 _PLAIN_HOST = re.compile(r"[A-Za-z0-9._~-]*")
-#: A network keyword anywhere in a prefixed name: in its prefix (``SERVICEex:x``, an unknown prefix)
-#: and in its local part too, since where the name's IRI is not valid (``PREFIX ex: <http://ex:>``) the
-#: engine reads the prefix alone and the rest again (``ex:SERVICE <…> {}`` calls that service).
-_NETWORK_IN_NAME = re.compile("(" + "|".join(_NETWORK_KEYWORDS) + ")", re.I)
+#: A network keyword in the prefix of a prefixed name (``SERVICEex:x``, an unknown prefix), the names
+#: one per line. In the local part one counts only where the name's IRI is not sure to be valid
+#: (``_first_rereadable_name``): ``prov:wasDerivedFrom`` is a name, and only a name.
+_NETWORK_IN_PREFIX = re.compile("^[^:\n]*?(" + "|".join(_NETWORK_KEYWORDS) + ")", re.I | re.M)
+#: What the engine acts on when it reads a name's local part again.
+_REREAD_KEYWORDS = re.compile("|".join((*_FRAME_KEYWORDS, *_NETWORK_KEYWORDS)), re.I)
 
 
 @dataclass(frozen=True)
@@ -644,6 +646,9 @@ def _check(text: str, limits: QueryLimits) -> str | None:
     glued = _first_glued_frame_keyword(text, kinds, starts, ends, declared)
     if glued is not None:
         found.append((glued[0], 9, lambda: _glued_keyword_refusal(text, *glued)))
+    rereadable = _first_rereadable_name(text, kinds, starts, ends, declared)
+    if rereadable >= 0:
+        found.append((rereadable, 11, lambda: _rereadable_name_refusal(text, starts[rereadable])))
     broken = _first_broken_authority(text, kinds, starts, ends, declared)
     if broken >= 0:
         found.append((broken, 10, lambda: _authority_prefix_refusal(text, starts[broken])))
@@ -714,7 +719,11 @@ def _first_glued_frame_keyword(
             start, end = starts[index], ends[index]
             if in_prefix:
                 end = text.find(":", start, end)
-                if index in declared or text[start : end + 1] in names:
+                if index in declared:
+                    continue
+                # A declared name is read as one, unless a "(" follows: then the engine, failing a
+                # triple there, reads FILTER and a call (``PREFIX FILTERs: <…>`` … ``FILTERs:f(``).
+                if text[start : end + 1] in names and (index + 1 == len(kinds) or kinds[index + 1] != _LPAREN):
                     continue
             elif end - start <= 6 and text[start:end].upper() in _FRAME_KEYWORDS:
                 continue  # the keyword itself, lexed as a word (a spelling the lexer does not code)
@@ -723,6 +732,52 @@ def _first_glued_frame_keyword(
                 best = (index, hit.group().upper(), hit.start())
                 break
     return best
+
+
+#: A prefix IRI, and a local part with its backslashes taken out, that together always make a valid
+#: IRI (ASCII only, the local part in the path, or in the fragment without another '#'): where a name
+#: is not sure to be one, the engine may read its prefix alone and its local part again.
+_SIMPLE_BASE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[!#-;=?-\[\]_a-z~]*")
+_SIMPLE_LOCAL = re.compile(r"(?:[A-Za-z0-9._~:@!$&'()*+,;=/?#\-]|%[0-9A-Fa-f]{2})*")
+
+
+def _surely_an_iri(base: str, local: str) -> bool:
+    local = local.replace("\\", "")
+    if not _SIMPLE_BASE.fullmatch(base) or not _SIMPLE_LOCAL.fullmatch(local) or base.endswith(("//", ":")):
+        return False
+    if _AUTHORITY_ONLY.fullmatch(f"<{base}>"):
+        return False
+    return local.count("#") + base.count("#") <= 1
+
+
+def _first_rereadable_name(
+    text: str, kinds: bytes, starts: list[int], ends: list[int], declared: dict[int, str]
+) -> int:
+    """The index of the first prefixed name whose local part holds one of ``_FRAME_KEYWORDS`` or a
+    network keyword and whose IRI is not sure to be valid (its prefix declared in the query, or
+    sotakg's own), or -1: where the IRI is not valid, the engine reads the prefix alone and the local
+    part again (``x:FILTERs:\\#f(`` is ``x:``, FILTER and a call of ``s:\\#f``)."""
+    bases = dict(PREFIXES)
+    for index, iri in sorted(declared.items()):
+        bases[text[starts[index] : ends[index] - 1]] = iri[1:-1]
+    for index in compress(range(len(kinds)), kinds.translate(_PNAME_SELECTOR)):
+        if index in declared:
+            continue
+        prefix, _, local = text[starts[index] : ends[index]].partition(":")
+        if _REREAD_KEYWORDS.search(local) is None:
+            continue
+        base = bases.get(prefix)
+        if base is not None and not _surely_an_iri(base, local):
+            return index
+    return -1
+
+
+def _rereadable_name_refusal(text: str, offset: int) -> QueryRefused:
+    line, column = position(text, offset)
+    return QueryRefused(
+        f"the prefixed name at line {line}, column {column} holds a keyword, and its IRI is not sure to be valid; "
+        f"where it is not, the engine reads the keyword there: write the IRI in full, as <…>"
+    )
 
 
 def _glued_keyword_refusal(text: str, index: int, keyword: str, offset: int) -> QueryRefused:
@@ -783,10 +838,10 @@ _PNAME_SELECTOR = bytes(1 if code == _PN else 0 for code in range(256))
 
 def _first_keyword(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> tuple[int, str, int] | None:
     """The first token in which the engine could read a keyword: (its index, the keyword, the
-    keyword's offset in the text). Words and prefixed names are searched whole, the names for the
-    network keywords only (numbers hold only digits, dots, signs and E: never a keyword)."""
+    keyword's offset in the text). Words are searched whole, prefixed names in their prefix for the
+    network keywords (numbers hold only digits, dots, signs and E: never a keyword)."""
     best: tuple[int, str, int] | None = None
-    for selector, pattern in ((_WORD_SELECTOR, _KEYWORD_IN_WORD), (_PNAME_SELECTOR, _NETWORK_IN_NAME)):
+    for selector, pattern in ((_WORD_SELECTOR, _KEYWORD_IN_WORD), (_PNAME_SELECTOR, _NETWORK_IN_PREFIX)):
         chosen = kinds.translate(selector)
         joined = "\n".join(map(text.__getitem__, map(slice, compress(starts, chosen), compress(ends, chosen))))
         hit = pattern.search(joined)

@@ -45,12 +45,14 @@ URL_RE = re.compile(r"^ — (?P<url>https?://\S+?)\.?(?:\s|$)")
 #: Words that make a sentence say a supersession does not hold, or may not: "Nothing here says that
 #: ADR-059 supersedes ADR-026" states no supersession, and the import must not make one.
 NOT_STATED_RE = re.compile(
-    r"\b(?:not|no|nothing|never|neither|nor|none|nobody|without|whether|if|unless|until|unclear|"
-    r"cannot|can't|won't|isn't|doesn't|didn't|wasn't|aren't|hardly)\b|n't\b",
+    r"(?<![\w-])(?:not|no|nothing|never|neither|nor|none|nobody|without|whether|if|unless|until|unclear|"
+    r"cannot|can't|won't|isn't|doesn't|didn't|wasn't|aren't|hardly)(?![\w-])|n't(?![\w-])",
     re.I | re.ASCII,
 )
-#: Where the sentence of a match starts: after the last end of a sentence or clause before it.
-SENTENCE_END_RE = re.compile(r"[.!?;:](?:\s|$)|\n")
+#: Where the clause of a match starts: after the last end of a sentence or clause before it (a dash,
+#: a comma or a bracket too), and at most this many words before it.
+SENTENCE_END_RE = re.compile(r"[.!?;:,()](?:\s|$)|\s[—–-]\s|\n")
+CLAUSE_WORDS = 8
 SUPERSEDES_RE = re.compile(
     r"\b(?P<new>ADR-\d+) \((?:superseding|supersedes|which supersedes|replacing) (?P<old>ADR-\d+)\)"
     r"|\b(?P<new2>ADR-\d+) (?:supersedes|superseded|replaces|replaced) (?P<old2>ADR-\d+)\b",
@@ -292,6 +294,9 @@ def _sentence_start(text: str, end: int) -> int:
     start = 0
     for found in SENTENCE_END_RE.finditer(text, 0, end):
         start = found.end()
+    words = text[start:end].split()
+    if len(words) > CLAUSE_WORDS:  # only the words just before the match
+        start = end - len(" ".join(words[-CLAUSE_WORDS:])) - 1
     return start
 
 
@@ -316,6 +321,7 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
     adrs: dict[str, dict[str, Any]] = {}
     practices: list[dict[str, Any]] = []
     lines = page.lines
+    warned: set[tuple[str, str, str]] = set()  # (paper, locator kind given, locator kind known): once each
     lines[("registry", "registry")] = 1
     lines[("topic", page.topic_slug)] = 2
 
@@ -324,7 +330,8 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
         lines.setdefault(("paper", lit), row.line)
         given = [key for key in _LOCATOR_KEYS if key in facts]
         known = [key for key in _LOCATOR_KEYS if key in paper and key not in facts]
-        if given and known:
+        if given and known and (lit, given[0], known[0]) not in warned:
+            warned.add((lit, given[0], known[0]))
             page.warnings.append(
                 f"{source}:{row.line}: row {row.id} gives {lit} the {given[0]} {facts[given[0]]!r}, an earlier row "
                 f"the {known[0]} {paper[known[0]]!r}; kept both (check they are the same paper)"

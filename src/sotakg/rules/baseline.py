@@ -153,16 +153,30 @@ def _open_cache_folder(store_path: Path, create: bool) -> int | None:
 
 
 def _from_the_checkout(repo: Path, store_folder: Path) -> bool:
-    """Whether the checkout could have put files in the store's folder (``.sotakg``), so that none of
-    its cache files may be trusted: git tracks something there, the folder itself included (a
-    submodule is one tracked entry, and the files inside it are not listed as tracked), or git
-    cannot say. A folder outside the repository's work tree is not the checkout's."""
-    folder = store_folder.resolve()
+    """Whether the checkout could have put files in the cache folder (``baselines/`` in the store's
+    folder), so that none of its files may be trusted: git tracks something in it, or it or a folder
+    above it in the work tree is a submodule (one tracked entry, a gitlink, whose files git does not
+    list as tracked), or git cannot say. A folder outside the repository's work tree is not the
+    checkout's."""
+    cache = (store_folder / CACHE_FOLDER).resolve()
     top = repo.resolve()
-    if not folder.is_relative_to(top):
+    if not cache.is_relative_to(top):
         return False
-    answer = run_git(repo, "ls-files", "--stage", "--full-name", "--", str(folder))
-    return answer.returncode != 0 or bool(answer.stdout.strip())
+    answer = run_git(repo, "ls-files", "--stage", "-z", "--full-name", "--", str(store_folder.resolve()))
+    if answer.returncode != 0:
+        return True
+    for entry in answer.stdout.split(b"\0"):
+        meta, _, name = entry.partition(b"\t")
+        if not name:
+            continue
+        tracked = top / name.decode("utf-8", "surrogateescape")
+        if (
+            tracked == cache
+            or tracked.is_relative_to(cache)
+            or (meta.startswith(b"160000") and cache.is_relative_to(tracked))
+        ):
+            return True
+    return False
 
 
 def _read_cache(store_path: Path, key: str, repo: Path, tree: str) -> list[Finding] | None:
