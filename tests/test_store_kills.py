@@ -4,15 +4,19 @@ the freshness scan leaves outside the data folder, and the interrupt guard of a 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import signal
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from sotakg.errors import StoreError
 from sotakg.graph import store
+from sotakg.graph.build import build
 from sotakg.graph.store import (
     GENERATION_MARK,
     GENERATION_MARKER,
@@ -33,6 +37,8 @@ from sotakg.graph.store import (
     write_generation_marker,
 )
 from sotakg.records.sources import display_path
+
+from .conftest import SHIPPED_DATA
 
 
 def marked_generation(layout: StoreLayout, files: int = 3) -> Path:
@@ -203,8 +209,6 @@ def test_settling_racy_files_where_the_manifest_cannot_be_written_is_no_error(la
 
 def test_a_racy_file_that_cannot_be_read_again_is_not_taken_as_unchanged(tmp_path):
     (tmp_path / "here.yaml").write_text("id: x\n", encoding="utf-8")
-    import hashlib
-
     here = {"here.yaml": hashlib.sha256(b"id: x\n").hexdigest()}
     assert store._racy_files_unchanged(tmp_path, here) is True
     assert store._racy_files_unchanged(tmp_path, {**here, "gone.yaml": "0" * 64}) is False
@@ -264,3 +268,109 @@ def test_holding_a_store_whose_link_keeps_moving_gives_up_with_a_clear_error(lay
     assert str(raised.value) == (
         f"the store at {display_path(layout.path)} kept changing while it was opened; try again"
     )
+
+
+# ------------------------------------------------------------------------------ a built store's records
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> tuple[Path, StoreLayout]:
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    (data / "practices").rename(data / ".practices")  # a linked record folder, followed as the build does
+    os.symlink(".practices", data / "practices")
+    report = build(data, tmp_path / "store")
+    assert report.rebuilt and report.counts["practice"] == 42
+    return data, StoreLayout(tmp_path / "store")
+
+
+def test_the_manifest_keeps_the_counts_the_build_made(built):
+    data, layout = built
+    manifest = read_manifest(layout.current_generation())
+    assert manifest["counts"] == {"practice": 42, "paper": 18, "adr": 3, "topic": 1, "registry": 1}
+
+
+def test_a_scan_with_nothing_changed_says_what_it_compared(built):
+    data, layout = built
+    generation = layout.current_generation()
+    scanned = store.snapshot(data, generation)
+    assert scanned.data_dir == data and scanned.stats == scan_stats(data) and scanned.scan_ns > 0
+    assert scanned.stat_digest == read_manifest(generation)["stat_digest"]
+    assert scanned.fingerprint == read_manifest(generation)["fingerprint"]
+    assert (scanned.against, scanned.changed, scanned.hashes) == (generation.name, None, {})
+    assert isinstance(scanned.racy, dict)
+
+
+def test_entries_never_read_are_kept_out_of_the_racy_files(built, tmp_path):
+    data, layout = built
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("id: SOTA-900\n", encoding="utf-8")
+    os.symlink(outside, data / ".practices" / "SOTA-900.yaml")  # refused: it leads outside
+    scanned = store.snapshot(data, None, need_hashes=True)  # every file just made: all of them racy
+    assert scanned.hashes["practices"].startswith("unread:")
+    assert scanned.hashes["practices/SOTA-900.yaml"].startswith("refused:")
+    racy = scanned.racy_files()
+    assert "practices" not in racy and "practices/SOTA-900.yaml" not in racy
+    assert "practices/SOTA-049.yaml" in racy
+
+
+def test_only_files_changed_within_the_racy_window_are_racy(layout):
+    scan = 10 * RACY_NS
+    edge, old = scan - RACY_NS, scan - 5 * RACY_NS
+    stats = {"a.yaml": (1, edge, 1, old), "b.yaml": (1, old, 1, edge), "c.yaml": (1, old, 1, old)}
+    hashes = {name: "0" * 64 for name in stats}
+    data = DataSnapshot(layout.path, stats, "digest", "f", scan, hashes)
+    assert data.racy_files() == {"a.yaml": "0" * 64, "b.yaml": "0" * 64}
+
+
+def test_a_source_table_opened_to_read_is_read_only_and_one_opened_to_write_is_not(built):
+    _data, layout = built
+    generation = layout.current_generation()
+    table = SourceTable.open(generation)
+    assert table is not None and "practices/SOTA-049.yaml" in table.file_hashes()
+    with pytest.raises(sqlite3.OperationalError):
+        table.delete_files(["practices/SOTA-049.yaml"])
+    table.close()
+    writable = SourceTable.open(generation, writable=True)
+    assert writable is not None
+    writable.delete_files(["practices/SOTA-049.yaml"])
+    writable.commit()
+    writable.close()
+    again = SourceTable.open(generation)
+    assert again is not None and "practices/SOTA-049.yaml" not in again.file_hashes()
+    assert again.records_where("rel", ["practices/SOTA-049.yaml"]) == []
+    again.close()
+
+
+@pytest.mark.parametrize("marker", ["folder", "fifo", "copied"])
+def test_a_marker_that_is_not_the_one_sotakg_wrote_makes_no_generation(layout, marker):
+    generation = marked_generation(layout)
+    if marker == "copied":  # the marker of another directory (what a copied store carries)
+        other = marked_generation(layout)
+        (generation / GENERATION_MARKER).write_bytes((other / GENERATION_MARKER).read_bytes())
+    else:
+        (generation / GENERATION_MARKER).unlink()
+        if marker == "folder":
+            (generation / GENERATION_MARKER).mkdir()
+        else:
+            os.mkfifo(generation / GENERATION_MARKER)  # opening it to read must not wait for a writer
+    assert store.is_own_generation(generation) is False
+
+
+def test_holding_a_generation_twice_keeps_one_lock(layout, release_held):
+    generation = marked_generation(layout)
+    assert hold_generation(generation) is True
+    handle = store._held_reader_locks[generation]
+    assert hold_generation(generation) is True
+    assert store._held_reader_locks[generation] is handle
+    assert generation_in_use(generation) is True
+
+
+def test_holding_a_generation_whose_marker_is_gone_fails(layout, release_held):
+    generation = marked_generation(layout)
+    (generation / GENERATION_MARKER).unlink()
+    assert hold_generation(generation) is False
+    assert generation not in store._held_reader_locks
+    removed = marked_generation(layout)
+    shutil.rmtree(removed)
+    assert hold_generation(removed) is False
