@@ -14,6 +14,7 @@ from sotakg.errors import QueryRefused
 from sotakg.graph.vocab import PREFIXES
 from sotakg.query.sparql import (
     _CLOSERS,
+    _ENGINE_WORDS,
     _OPENERS,
     _TERM_KINDS,
     MAX_DEPTH,
@@ -28,6 +29,7 @@ from sotakg.query.sparql import (
     _reifier_refusal,
     _rereadable_name_refusal,
     _surely_an_iri,
+    _unknown_word_error,
     _unreadable_iri_refusal,
     position,
 )
@@ -387,9 +389,14 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
             declared_name = is_name and (
                 here in declared or (token.text.split(":", 1)[0] + ":" in names and not call_follows)
             )
+            declaration = re.match("PREFIX|BASE", token.text, re.I) if is_name and here not in declared else None
+            if declaration is not None:  # PREFIXx: declares x: to the engine
+                raise _glued_keyword_refusal(text, 0, declaration.group().upper(), token.offset)
             glued = None if declared_name else _glued_frame_keyword(token)
             if glued is not None:
                 raise _glued_keyword_refusal(text, 0, glued[0], token.offset + glued[1])
+            if kind == "word" and token.text.upper() not in _ENGINE_WORDS:
+                raise _unknown_word_error(text, token.offset)
             prefix, _, local = token.text.partition(":")
             if is_name and here not in declared and prefix + ":" in authority_of and ":" in local:
                 raise _authority_prefix_refusal(text, token.offset)

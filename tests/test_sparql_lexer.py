@@ -244,6 +244,15 @@ REREAD = [
             "PREFIX FILTERxsd: <http://a/>\nSELECT * WHERE {{ ?s ?p ?o FILTERxsd:string",
         )
     ),
+    # a keyword glued to a number (DISTINCT and 1 to the engine), a declaration glued to its name
+    "SELECT (COUNT(DISTINCT1<1#> '''\n) AS ?c) WHERE {{ SERVICE <{url}> {{}} FILTER('''#''')\n}}",
+    *(
+        declaration
+        + " <http://x/#>\nPREFIX s: <http://www.w3.org/2001/XMLSchema>\nSELECT * WHERE {{ ?s ?p "
+        + name
+        + "FILTERs:\\#string(0<1#> '''\n) SERVICE <{url}> {{}} FILTER('''#''')\n}}"
+        for declaration, name in (("PREFIXx:", "x:"), ("prefixx:", "x:"), ("PREFIX:", ":"))
+    ),
     "SELECT * WHERE {{ ?s ?p ?o . ?s ?p trueBIND(0<1#> '''\n AS ?q) SERVICE <{url}> {{ ?x ?y ?z }}\n"
     "FILTER('''#''')\n}}",
     "SELECT * WHERE {{ ?s ?p ?o {{ SELECTDISTINCT (0<1#> '''\n AS ?q) WHERE {{ ?s ?p ?o }} }} SERVICE <{url}> "

@@ -509,6 +509,25 @@ _KEYWORD_IN_WORD = re.compile(
 #: is refused: the lexer's view of the brackets after it could differ from the engine's.
 _FRAME_KEYWORDS = ("SELECT", "FILTER", "BIND", "VALUES", "UNION", "TRUE", "FALSE")
 _FRAME_KEYWORD_GLUED = re.compile("|".join(_FRAME_KEYWORDS), re.I)
+#: Every word the engine reads (its grammar's keywords and function names, ``i("…")`` in Oxigraph
+#: 0.5's parser, with ``a``, ``true`` and ``false``). Valid SPARQL holds no other word; another one
+#: is a mistake, or keywords glued to other text (``COUNT(DISTINCT1<…``: DISTINCT and 1 to the engine,
+#: one word to a lexer), and is a syntax error here, explained as one.
+_ENGINE_WORDS = frozenset(
+    """
+    A ABS ADD ADJUST ALL AS ASC ASK AVG BASE BIND BNODE BOUND BY CEIL CLEAR COALESCE CONCAT CONSTRUCT
+    CONTAINS COPY COUNT CREATE DATA DATATYPE DAY DEFAULT DELETE DESC DESCRIBE DISTINCT DROP ENCODE_FOR_URI
+    EXISTS FALSE FILTER FLOOR FROM GRAPH GROUP GROUP_CONCAT HASLANG HASLANGDIR HAVING HOURS IF IN INSERT
+    INTO IRI ISBLANK ISIRI ISLITERAL ISNUMERIC ISTRIPLE ISURI LANG LANGDIR LANGMATCHES LATERAL LCASE LIMIT
+    LOAD MAX MD5 MIN MINUS MINUTES MONTH MOVE NAMED NOT NOW OBJECT OFFSET OPTIONAL ORDER PREDICATE PREFIX
+    RAND REDUCED REGEX REPLACE ROUND SAMETERM SAMPLE SECONDS SELECT SEPARATOR SERVICE SHA1 SHA256 SHA384
+    SHA512 SILENT STR STRAFTER STRBEFORE STRDT STRENDS STRLANG STRLANGDIR STRLEN STRSTARTS STRUUID SUBJECT
+    SUBSTR SUM TIMEZONE TO TRIPLE TRUE TZ UCASE UNDEF UNION URI USING UUID VALUES VERSION WHERE WITH YEAR
+    """.split()
+)
+#: What a name's prefix must not begin with: a declaration glued to its name (``PREFIXx: <…>``
+#: declares ``x:`` to the engine, and is one name to a lexer).
+_DECLARATION_GLUED = re.compile("PREFIX|BASE", re.I)
 #: A prefix IRI that ends in its authority (``<http://h>``, ``<http://ex:>``, ``<//[::1]>``): a name's
 #: local part appended there becomes part of the host or the port, and where that makes an IRI that
 #: is not valid the engine reads the prefix alone and the local part again, as keywords. A plain host
@@ -646,6 +665,9 @@ def _check(text: str, limits: QueryLimits) -> str | None:
     glued = _first_glued_frame_keyword(text, kinds, starts, ends, declared)
     if glued is not None:
         found.append((glued[0], 9, lambda: _glued_keyword_refusal(text, *glued)))
+    unknown = _first_unknown_word(text, kinds, starts, ends)
+    if unknown >= 0:
+        found.append((unknown, 12, lambda: _unknown_word_error(text, starts[unknown])))
     rereadable = _first_rereadable_name(text, kinds, starts, ends, declared)
     if rereadable >= 0:
         found.append((rereadable, 11, lambda: _rereadable_name_refusal(text, starts[rereadable])))
@@ -721,6 +743,10 @@ def _first_glued_frame_keyword(
                 end = text.find(":", start, end)
                 if index in declared:
                     continue
+                glued_declaration = _DECLARATION_GLUED.match(text, start, end)
+                if glued_declaration is not None:
+                    best = (index, glued_declaration.group().upper(), start)
+                    break
                 # A declared name is read as one, unless a "(" follows: then the engine, failing a
                 # triple there, reads FILTER and a call (``PREFIX FILTERs: <…>`` … ``FILTERs:f(``).
                 if text[start : end + 1] in names and (index + 1 == len(kinds) or kinds[index + 1] != _LPAREN):
@@ -748,6 +774,20 @@ def _surely_an_iri(base: str, local: str) -> bool:
     if _AUTHORITY_ONLY.fullmatch(f"<{base}>"):
         return False
     return local.count("#") + base.count("#") <= 1
+
+
+def _first_unknown_word(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> int:
+    """The index of the first word the engine does not know (``_ENGINE_WORDS``), or -1."""
+    words = _ENGINE_WORDS
+    for index in compress(range(len(kinds)), kinds.translate(_PLAIN_WORD_SELECTOR)):
+        if text[starts[index] : ends[index]].upper() not in words:
+            return index
+    return -1
+
+
+def _unknown_word_error(text: str, offset: int) -> QuerySyntaxError:
+    line, column = position(text, offset)
+    return syntax_error(f"error at {line}:{column}: no SPARQL keyword or function is spelled so", text)
 
 
 def _first_rereadable_name(
@@ -834,6 +874,7 @@ def _unreadable_iri_refusal(text: str, offset: int) -> QueryRefused:
 
 _WORD_SELECTOR = bytes(1 if code in _WORD_CODES else 0 for code in range(256))
 _PNAME_SELECTOR = bytes(1 if code == _PN else 0 for code in range(256))
+_PLAIN_WORD_SELECTOR = bytes(1 if code == _WORD_ else 0 for code in range(256))
 
 
 def _first_keyword(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> tuple[int, str, int] | None:
