@@ -110,7 +110,8 @@ def test_what_is_not_a_generation_sotakg_made_beside_the_link_is_left_alone(layo
     assert sorted(p.name for p in target.iterdir()) == before
 
 
-def test_a_generation_a_reader_holds_stays_until_it_is_given_back(layout, release_held):
+@pytest.mark.usefixtures("release_held")
+def test_a_generation_a_reader_holds_stays_until_it_is_given_back(layout):
     generation = marked_generation(layout)
     assert generation_in_use(generation) is False
     assert hold_generation(generation) is True
@@ -152,7 +153,8 @@ def test_a_generation_that_cannot_be_moved_out_of_the_way_is_kept(layout):
     assert (generation / GENERATION_MARKER).is_file() and len(list(generation.iterdir())) == 6
 
 
-def test_a_store_that_cannot_be_opened_is_an_error_naming_it(layout, release_held):
+@pytest.mark.usefixtures("release_held")
+def test_a_store_that_cannot_be_opened_is_an_error_naming_it(layout):
     generation = marked_generation(layout)  # marked, but holding no database
     os.symlink(generation.name, layout.path)
     with pytest.raises(StoreError) as raised:
@@ -357,7 +359,8 @@ def test_a_marker_that_is_not_the_one_sotakg_wrote_makes_no_generation(layout, m
     assert store.is_own_generation(generation) is False
 
 
-def test_holding_a_generation_twice_keeps_one_lock(layout, release_held):
+@pytest.mark.usefixtures("release_held")
+def test_holding_a_generation_twice_keeps_one_lock(layout):
     generation = marked_generation(layout)
     assert hold_generation(generation) is True
     handle = store._held_reader_locks[generation]
@@ -366,7 +369,8 @@ def test_holding_a_generation_twice_keeps_one_lock(layout, release_held):
     assert generation_in_use(generation) is True
 
 
-def test_holding_a_generation_whose_marker_is_gone_fails(layout, release_held):
+@pytest.mark.usefixtures("release_held")
+def test_holding_a_generation_whose_marker_is_gone_fails(layout):
     generation = marked_generation(layout)
     (generation / GENERATION_MARKER).unlink()
     assert hold_generation(generation) is False
