@@ -378,3 +378,37 @@ def test_holding_a_generation_whose_marker_is_gone_fails(layout):
     removed = marked_generation(layout)
     shutil.rmtree(removed)
     assert hold_generation(removed) is False
+
+
+# ------------------------------------------------------------------------------ what the freshness scan lists
+
+
+def test_the_freshness_scan_lists_what_the_build_reads_or_refuses_and_nothing_else(tmp_path):
+    data = tmp_path / "data"
+    for folder in ("practices", ".papers-real", "adrs", "topics", ".hidden", "extra"):
+        (data / folder).mkdir(parents=True)
+    for path in ("registry.yaml", "practices/SOTA-049.yaml", "practices/.hidden.yaml", "practices/notes.txt",
+                 ".papers-real/LIT-051.yaml", "adrs/ADR-026.yaml", "topics/t.yaml", ".hidden/SOTA-1.yaml",
+                 "extra/x.yaml", "notes.txt"):  # fmt: skip
+        (data / path).write_text("id: x\n", encoding="utf-8")
+    os.symlink(".papers-real", data / "papers")  # a record folder that is a link inside: followed
+    os.symlink("nowhere.yaml", data / "practices" / "SOTA-050.yaml")  # dangling: listed by its own stat
+    os.symlink("../adrs", data / "practices" / "more")  # a link to a folder below the top: listed, not followed
+    with open(os.fsencode(data / "practices") + b"/SOTA-\xff.yaml", "wb") as handle:
+        handle.write(b"id: x\n")
+    deep = data / "extra"
+    for _ in range(40):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "SOTA-2.yaml").write_text("id: x\n", encoding="utf-8")
+    listed = scan_stats(data)
+    assert set(listed) == {
+        "registry.yaml", "practices/SOTA-049.yaml", "practices/SOTA-050.yaml", "practices/more",
+        "practices/SOTA-\\xff.yaml", "papers", "papers/LIT-051.yaml", "adrs/ADR-026.yaml", "topics/t.yaml",
+        "extra/x.yaml", "extra" + "/d" * 32,
+    }  # fmt: skip
+    link = os.lstat(data / "practices" / "SOTA-050.yaml")
+    assert listed["practices/SOTA-050.yaml"] == (link.st_size, link.st_mtime_ns, link.st_ino, link.st_ctime_ns)
+    followed = os.stat(data / "papers" / "LIT-051.yaml")
+    assert listed["papers/LIT-051.yaml"][2] == followed.st_ino
+    assert listed["papers"][2] == os.lstat(data / "papers").st_ino  # the link itself, so that retargeting it shows
