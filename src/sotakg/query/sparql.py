@@ -706,8 +706,7 @@ def _first_unreadable_iri(text: str, kinds: bytes, starts: list[int], ends: list
     ``FILTERSTR(``, a keyword glued to a word), what such a token hides (``SERVICE <…> {}`` needs a
     brace) is refused rather than trusted."""
     chosen = kinds.translate(_IRI_SELECTOR)
-    joined = "".join(map(text.__getitem__, map(slice, compress(starts, chosen), compress(ends, chosen))))
-    if _STANDARD_IRIREFS.fullmatch(joined):
+    if _STANDARD_IRIREFS.fullmatch(_token_texts(text, kinds, starts, ends, _IRI_SELECTOR, gap="")):
         return -1
     for index in compress(range(len(kinds)), chosen):
         if not _READABLE_IRIREF.fullmatch(text, starts[index], ends[index]):
@@ -725,6 +724,21 @@ def _declared_prefixes(text: str, kinds: bytes, starts: list[int], ends: list[in
     return declared
 
 
+def _token_texts(text: str, kinds: bytes, starts: list[int], ends: list[int], selector: bytes, gap: str = "\n") -> str:
+    """The texts of the tokens ``selector`` picks, joined by ``gap``: one regex search over them all is
+    far cheaper than one a token."""
+    chosen = kinds.translate(selector)
+    return gap.join(map(text.__getitem__, map(slice, compress(starts, chosen), compress(ends, chosen))))
+
+
+#: Any of what ``_first_glued_frame_keyword`` looks for in a name's prefix, the names one per line.
+_GLUED_IN_PREFIX = re.compile("^[^:\n]*?(?:" + "|".join((*_FRAME_KEYWORDS, "PREFIX", "BASE")) + ")", re.I | re.M)
+#: A keyword ``_first_rereadable_name`` looks for, in a name's local part, the names one per line.
+_REREAD_IN_LOCAL = re.compile(
+    "^[^:\n]*:[^\n]*?(?:" + "|".join((*_FRAME_KEYWORDS, *_NETWORK_KEYWORDS)) + ")", re.I | re.M
+)
+
+
 def _first_glued_frame_keyword(
     text: str, kinds: bytes, starts: list[int], ends: list[int], declared: dict[int, str]
 ) -> tuple[int, str, int] | None:
@@ -733,7 +747,12 @@ def _first_glued_frame_keyword(
     keyword and where it stands. A declared prefix is read as the name it is (``PREFIX UNION: <…>``)."""
     names = {text[starts[index] : ends[index]] for index in declared}
     best: tuple[int, str, int] | None = None
-    for selector, in_prefix in ((_WORD_SELECTOR, False), (_PNAME_SELECTOR, True)):
+    for selector, in_prefix, anywhere in (
+        (_WORD_SELECTOR, False, _FRAME_KEYWORD_GLUED),
+        (_PNAME_SELECTOR, True, _GLUED_IN_PREFIX),
+    ):
+        if anywhere.search(_token_texts(text, kinds, starts, ends, selector)) is None:
+            continue  # no token of the kind holds any of them: none to look at one by one
         chosen = kinds.translate(selector)
         for index in compress(range(len(kinds)), chosen):
             if best is not None and index > best[0]:
@@ -797,6 +816,8 @@ def _first_rereadable_name(
     network keyword and whose IRI is not sure to be valid (its prefix declared in the query, or
     sotakg's own), or -1: where the IRI is not valid, the engine reads the prefix alone and the local
     part again (``x:FILTERs:\\#f(`` is ``x:``, FILTER and a call of ``s:\\#f``)."""
+    if _REREAD_IN_LOCAL.search(_token_texts(text, kinds, starts, ends, _PNAME_SELECTOR)) is None:
+        return -1
     bases = dict(PREFIXES)
     for index, iri in sorted(declared.items()):
         bases[text[starts[index] : ends[index] - 1]] = iri[1:-1]
@@ -884,7 +905,7 @@ def _first_keyword(text: str, kinds: bytes, starts: list[int], ends: list[int]) 
     best: tuple[int, str, int] | None = None
     for selector, pattern in ((_WORD_SELECTOR, _KEYWORD_IN_WORD), (_PNAME_SELECTOR, _NETWORK_IN_PREFIX)):
         chosen = kinds.translate(selector)
-        joined = "\n".join(map(text.__getitem__, map(slice, compress(starts, chosen), compress(ends, chosen))))
+        joined = _token_texts(text, kinds, starts, ends, selector)
         hit = pattern.search(joined)
         if hit is None:
             continue
