@@ -531,7 +531,9 @@ def test_a_locator_the_import_cannot_place_is_warned_of(runner, tmp_path):
 
 def test_two_rows_giving_a_paper_two_kinds_of_locator_are_warned_of(runner, tmp_path):
     row = "| SOTA-988 | T | Jiang et al. (2020), LIT-051 — ARXIV-2001.00001. X. | Proposed |"
-    page, line, data, result = _imported_with_row(runner, tmp_path, row)
+    again = "| SOTA-989 | T | Jiang et al. (2020), LIT-051 — ARXIV-2001.00001. Y. | Proposed |"
+    page, last, data, result = _imported_with_row(runner, tmp_path, row + "\n" + again)
+    line = last - 1  # SOTA-988's row
     assert result.exit_code == 0, result.output
     assert f"warning: {page}:{line}: row SOTA-988 gives LIT-051 the arxiv '2001.00001', an earlier row the url " in (
         result.output
