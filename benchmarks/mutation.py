@@ -61,6 +61,12 @@ TESTS = {
         "tests/test_store_kills.py",
     ],
     "src/sotakg/server/guard.py": ["tests/test_guard.py"],
+    "src/sotakg/graph/delta.py": ["tests/test_diff.py"],
+    "src/sotakg/graph/open.py": ["tests/test_build.py", "tests/test_incremental.py", "tests/test_store_kills.py"],
+    "src/sotakg/graph/vocab.py": ["tests/test_ontology.py", "tests/test_records.py", "tests/test_rdf_kills.py"],
+    "src/sotakg/rules/baseline.py": ["tests/test_validate.py"],
+    "src/sotakg/records/importer.py": ["tests/test_import_export.py", "tests/test_schema_kills.py"],
+    "src/sotakg/records/revisions.py": ["tests/test_diff.py"],
 }
 KILLS = "tests/test_mutation_kills.py"
 #: Tests that run sotakg in a child process are left out (and ``tests/test_crash_safety.py``, made of
