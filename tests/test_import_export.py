@@ -344,10 +344,36 @@ def test_index_export_of_an_unknown_topic(runner, workdir):
 
 
 def test_index_counts_come_from_the_graph(runner, workdir):
+    # The page's "42 of 449" is what the topic declares (validate warns where the filed practices
+    # differ); a topic that declares no size shows the number of its rows.
     (workdir / "data" / "practices" / "SOTA-437.yaml").unlink()
     result = runner.invoke(cli, ["export", "index", "--topic", "distributed-optimization"])
-    assert result.stdout.split("\n")[2] == "41 of 449 SOTA documents. Back to the full index."
+    assert result.stdout.split("\n")[2] == "42 of 449 SOTA documents. Back to the full index."
     assert "SOTA-437" not in result.stdout
+    topic = workdir / "data" / "topics" / "distributed-optimization.yaml"
+    topic.write_text(
+        "".join(line for line in topic.read_text(encoding="utf-8").splitlines(True) if "declared_size" not in line),
+        encoding="utf-8",
+    )
+    result = runner.invoke(cli, ["export", "index", "--topic", "distributed-optimization"])
+    assert result.stdout.split("\n")[2] == "41 of 449 SOTA documents. Back to the full index."
+
+
+def test_a_declared_size_the_rows_do_not_reach_is_exported_as_declared(runner, tmp_path):
+    page = tmp_path / "pruning.md"
+    page.write_text(
+        "Topics — The kinds of claim.\nPruning — sparsity.\n5 of 449 SOTA documents. Back to the full index.\n"
+        "| # | Title | Summary | Status |\n|---|---|---|---|\n| SOTA-901 | Prune | Doe (2020), LIT-901 — "
+        "ARXIV-2001.00001. | Active |",
+        encoding="utf-8",
+    )
+    data, store = tmp_path / "data", tmp_path / "store"
+    imported = runner.invoke(cli, ["--data", str(data), "--store", str(store), "import", "markdown", str(page)])
+    assert imported.exit_code == 0, imported.output
+    assert f"warning: {page}:3: the page says 5 practices but its table has 1" in imported.output
+    exported = runner.invoke(cli, ["--data", str(data), "--store", str(store), "export", "index", "--topic", "pruning"])
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout_bytes == page.read_bytes()
 
 
 def test_rdf_export_matches_golden_turtle(runner, workdir):
@@ -423,7 +449,10 @@ def test_year_suffixes_are_read_and_unreadable_bylines_are_warned_about(runner, 
     result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
     assert result.exit_code == 0, result.output
     assert "year: 2021" in (tmp_path / "data" / "papers" / "LIT-901.yaml").read_text()
-    assert "row SOTA-902: could not read authors and year from 'Doe (in press), LIT-901.'" in result.stderr
+    assert (
+        "row SOTA-902: could not read authors and year for LIT-901 from 'Doe (in press), LIT-901.' (a byline reads "
+        "'Authors (year), LIT-NNN'); cited, and imported without them"
+    ) in result.stderr
 
 
 def test_a_record_file_that_is_a_link_is_never_read_or_written_through(runner, data_copy, tmp_path):
@@ -487,10 +516,10 @@ def _imported_with_row(runner, tmp_path, row: str):
 
 
 def test_a_refused_cell_value_names_the_line_of_its_row(runner, tmp_path):
-    page, line, _data, result = _imported_with_row(runner, tmp_path, "| SOTA-985 | NUL&#0;here | x | Proposed |")
+    page, line, _data, result = _imported_with_row(runner, tmp_path, "| SOTA-985 | BEL\x07here | x | Proposed |")
     assert result.exit_code == 1
     assert result.output == (
-        f"Error: 1 problem in the data:\n{page}:{line}: 'title' holds the control character U+0000 (only tab and "
+        f"Error: 1 problem in the data:\n{page}:{line}: 'title' holds the control character U+0007 (only tab and "
         f"newline are text); remove it (SOTA-985)\n"
     )
     assert line > 40
@@ -514,7 +543,7 @@ def test_a_supersession_is_imported_only_where_the_page_states_it(runner, tmp_pa
     adr = (data / "adrs" / "ADR-026.yaml").read_text(encoding="utf-8")
     assert ("superseded_by: ADR-059" in adr) is stated
     assert "superseded_by: ADR-026" in (data / "adrs" / "ADR-020.yaml").read_text(encoding="utf-8")
-    warned = f"{page}:{line}: 'ADR-059 supersedes ADR-026' stands in a sentence that says it does not hold"
+    warned = f"{page}:{line}: 'ADR-059 supersedes ADR-026' is not imported as a supersession: its sentence does not"
     assert (warned in result.output) is not stated
 
 
@@ -600,3 +629,159 @@ def test_a_status_column_other_than_summary_is_a_violation(runner, data_copy, tm
     result = runner.invoke(cli, ["--data", str(data_copy), "--store", str(tmp_path / "s"), "validate"])
     assert result.exit_code == 1
     assert f"{data_copy}/practices/SOTA-364.yaml:5: [practice-status-column] violation:" in result.output
+
+
+# ------------------------------------------------------------------- other pages: what a page says, exactly
+
+
+def _read(data: Path, kind: str, record: str) -> str:
+    return (data / kind / f"{record}.yaml").read_text(encoding="utf-8")
+
+
+def test_every_byline_of_a_summary_gives_its_paper_authors_year_and_locator(runner, tmp_path):
+    row = (
+        "| SOTA-986 | T | Smith (2020), LIT-901 — ARXIV-2001.00001; Jones (2021), LIT-902 — "
+        "https://example.org/p, with notes | Proposed |"
+    )
+    _page, _line, data, result = _imported_with_row(runner, tmp_path, row)
+    assert result.exit_code == 0, result.output
+    first, second = _read(data, "papers", "LIT-901"), _read(data, "papers", "LIT-902")
+    assert "authors: Smith\n" in first and "year: 2020\n" in first and "arxiv: '2001.00001'" in first
+    assert "authors: Jones\n" in second and "year: 2021\n" in second and "url: https://example.org/p\n" in second
+    assert "could not read authors" not in result.output
+
+
+def test_a_paper_named_outside_a_byline_is_cited_and_warned_of(runner, tmp_path):
+    row = "| SOTA-986 | T | Goyal (2017), LIT-901 — ARXIV-1706.02677. Unlike LIT-902, this holds. | Proposed |"
+    page, line, data, result = _imported_with_row(runner, tmp_path, row)
+    assert result.exit_code == 0, result.output
+    assert "cites: [LIT-901, LIT-902]\n" in _read(data, "practices", "SOTA-986")
+    assert (
+        f"warning: {page}:{line}: row SOTA-986: could not read authors and year for LIT-902 from "
+    ) in result.output
+    assert "year" not in _read(data, "papers", "LIT-902")
+
+
+@pytest.mark.parametrize(
+    ("sentence", "old", "new"),
+    [
+        ("ADR-070 was superseded by ADR-071.", "ADR-070", "ADR-071"),
+        ("See ADR-060 (superseded by ADR-061) for the scope.", "ADR-060", "ADR-061"),
+        ("So ADR-080 replaces ADR-081, which is older.", "ADR-081", "ADR-080"),
+    ],
+)
+def test_a_plain_or_passive_supersession_is_imported(runner, tmp_path, sentence, old, new):
+    _page, _line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {sentence} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert f"superseded_by: {new}\n" in _read(data, "adrs", old)
+    assert f"supersedes: [{old}]\n" in _read(data, "adrs", new)
+    assert "is not imported as a supersession" not in result.output
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The claim that ADR-031 supersedes ADR-030 is false.",
+        "ADR-031 replaced ADR-030 in draft only.",
+        "Earlier drafts said ADR-031 supersedes ADR-030; that was withdrawn.",
+        "Maybe: ADR-031 supersedes ADR-030?",
+        "ADR-031 will supersede ADR-030.",
+        "ADR-031 was not superseded by ADR-030.",
+    ],
+)
+def test_a_supersession_the_sentence_does_not_plainly_state_is_warned_of_not_imported(runner, tmp_path, sentence):
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {sentence} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert "superseded_by" not in _read(data, "adrs", "ADR-030") + _read(data, "adrs", "ADR-031")
+    assert f"warning: {page}:{line}: " in result.output and "is not imported as a supersession" in result.output
+
+
+def test_a_second_supersession_of_one_adr_is_warned_of_and_the_first_kept(runner, tmp_path):
+    row = "| SOTA-986 | T | ADR-027 (superseding ADR-020) holds. | Proposed |"
+    page, line, data, result = _imported_with_row(runner, tmp_path, row)
+    assert result.exit_code == 0, result.output
+    assert "superseded_by: ADR-026\n" in _read(data, "adrs", "ADR-020")
+    assert (
+        f"warning: {page}:{line}: ADR-027 supersedes ADR-020, which the page already has superseded by ADR-026; "
+        "kept the first"
+    ) in result.output
+
+
+def test_a_page_with_entities_backslashes_and_unicode_breaks_exports_as_written(runner, tmp_path):
+    rows = [
+        "| SOTA-986 | Entities &amp; more, &#169; and &lt;b&gt; | Doe (2020), LIT-901 — ARXIV-2001.00001. | Active |",
+        "| SOTA-987 | Paths C:\\\\temp and a\\\\b, a pipe \\| here | Doe (2020), LIT-901 — ARXIV-2001.00001. | Active |",
+        "| SOTA-988 | One\u2028line | Doe (2020), LIT-901 — ARXIV-2001.00001. | Active |",
+    ]
+    page = tmp_path / "distributed-optimization.md"
+    text = SEED_PAGE.read_text(encoding="utf-8").rstrip("\n") + "\n" + "\n".join(rows)
+    page.write_text(text, encoding="utf-8")
+    data, store = tmp_path / "data", tmp_path / "store"
+    options = ["--data", str(data), "--store", str(store)]
+    imported = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    assert imported.exit_code == 0, imported.output
+    assert "Wrote 45 practices" in imported.output  # U+2028 ends no row
+    exported = runner.invoke(cli, [*options, "export", "index", "--topic", "distributed-optimization"])
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout_bytes.decode("utf-8").split("\n")[-3:] == text.split("\n")[-3:]
+
+
+def test_a_topic_named_registry_counts_as_a_topic(runner, tmp_path):
+    page = tmp_path / "registry.md"
+    page.write_text(
+        "Topics — The kinds of claim.\nRegistry — what a registry holds.\n1 of 449 SOTA documents. Back to the full "
+        "index.\n| # | Title | Summary | Status |\n|---|---|---|---|\n| SOTA-901 | T | Proposed | |",
+        encoding="utf-8",
+    )
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "1 topic, 1 registry" in result.output
+
+
+@pytest.mark.parametrize(
+    ("label", "file_name", "slug"),
+    [
+        ("Régularisation avancée", "page.md", "regularisation-avancee"),
+        ("正則化", "regularization.md", "regularization"),
+    ],
+)
+def test_a_topic_slug_drops_accents_and_falls_back_to_the_page_file_name(runner, tmp_path, label, file_name, slug):
+    page = tmp_path / file_name
+    page.write_text(
+        f"Topics — The kinds of claim.\n{label} — scope.\n1 of 449 SOTA documents. Back to the full index.\n"
+        "| # | Title | Summary | Status |\n|---|---|---|---|\n| SOTA-901 | T | Proposed | |",
+        encoding="utf-8",
+    )
+    data = tmp_path / "data"
+    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    assert (data / "topics" / f"{slug}.yaml").is_file()
+    assert f"topic: {slug}\n" in _read(data, "practices", "SOTA-901")
+
+
+def test_a_topic_label_and_file_name_without_a_slug_are_refused(runner, tmp_path):
+    page = tmp_path / "頁.md"
+    page.write_text(
+        "Topics — The kinds of claim.\n正則化 — scope.\n1 of 449 SOTA documents. Back to the full index.\n"
+        "| # | Title | Summary | Status |\n|---|---|---|---|\n| SOTA-901 | T | Proposed | |",
+        encoding="utf-8",
+    )
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    assert result.exit_code == 1
+    assert f"{page}:2: the topic label '正則化' gives no slug" in result.output
+    assert "name the page file <slug>.md" in result.output
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_rejection_with_an_empty_reason_is_rejected_without_a_reason(runner, tmp_path):
+    page, line, data, result = _imported_with_row(runner, tmp_path, "| SOTA-986 | T | x | Rejected — |")
+    assert result.exit_code == 0, result.output
+    assert f"warning: {page}:{line}: row SOTA-986: rejected without a reason" in result.output
+    assert "status: Rejected\n" in _read(data, "practices", "SOTA-986")
+
+
+def test_an_arxiv_id_before_a_semicolon_is_read(runner, tmp_path):
+    row = "| SOTA-986 | T | Doe (2019), LIT-901 — ARXIV-1901.00611; see appendix. | Proposed |"
+    _page, _line, data, result = _imported_with_row(runner, tmp_path, row)
+    assert result.exit_code == 0, result.output
+    assert "arxiv: '1901.00611'" in _read(data, "papers", "LIT-901")

@@ -340,6 +340,11 @@ CASES = [
         fields=[("papers/LIT-051.yaml", "url", "www.usenix.org/conference/osdi20/presentation/jiang")],
     ),
     Case(
+        "paper-url",
+        [V("paper-url", "LIT-051", "papers/LIT-051.yaml", 4)],
+        fields=[("papers/LIT-051.yaml", "url", "'https://www.usenix.org/\"><script>'")],
+    ),
+    Case(
         "arxiv-year",
         [V("arxiv-year", "LIT-016", "papers/LIT-016.yaml", 3, "warning")],
         fields=[("papers/LIT-016.yaml", "year", "2017")],

@@ -16,7 +16,6 @@ from ..errors import DataError, ImportProblem, RecordConflict
 from .indexpage import parse_page
 from .schema import (
     KINDS,
-    REGISTRY_ID,
     Record,
     SourceRefusal,
     check_record,
@@ -102,7 +101,7 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
         raise ImportProblem(f"cannot read {shown}: {error.strerror}") from None
     except SourceRefusal as refusal:
         raise ImportProblem(f"{shown}:{refusal.line}: {refusal.message}") from None
-    parsed = parse_page(text, shown)
+    parsed = parse_page(text, shown, file_slug=page.stem if page.suffix == ".md" else None)
     report = ImportReport(warnings=list(parsed.warnings), dry_run=dry_run)
 
     planned: list[tuple[Path, Record]] = []
@@ -155,8 +154,7 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
     if not dry_run:
         _write_all(data_dir, [(path, dump_record(record)) for path, record in planned])
     for _, record in planned:
-        label = "registry" if record.id == REGISTRY_ID else record.kind
-        report.written[label] = report.written.get(label, 0) + 1
+        report.written[record.kind] = report.written.get(record.kind, 0) + 1
     report.written = {kind: report.written.get(kind, 0) for kind in KINDS}
     return report
 

@@ -32,16 +32,23 @@ ADR_RE = re.compile(r"\bADR-\d+\b", re.ASCII)
 #: A row's version is a small count; a number of thousands of digits is refused before conversion.
 MAX_VERSION_DIGITS = 6
 PRACTICE_CELL_RE = re.compile(r"^(?P<id>SOTA-[0-9]+)(?: v(?P<version>[0-9]+))?$")
-CITATION_RE = re.compile(
-    r"^(?P<authors>[^()|]+?) \((?P<years>\d{4}[a-z]?(?:, \d{4}[a-z]?)*)\), "
-    r"(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)(?P<rest>.*)$",
-    re.S | re.ASCII,
+#: A byline: ``Huang et al. (2018), LIT-016`` (or several papers, ``LIT-1, LIT-2 and LIT-3``, with as
+#: many years). A summary may hold several, separated by ``; `` or ``. ``; each may have its locator.
+BYLINE_RE = re.compile(
+    r"(?P<authors>[^()|;]+?) \((?P<years>\d{4}[a-z]?(?:, \d{4}[a-z]?)*)\), "
+    r"(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)",
+    re.ASCII,
 )
-LOOKS_CITED_RE = re.compile(r"^[^|()]{1,120}\([^)]{1,40}\),? LIT-\d+", re.ASCII)
-ARXIV_RE = re.compile(r"^ — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-9]\d{0,2}))?(?:\.|\s|$)", re.ASCII)
+BYLINE_SEPARATOR_RE = re.compile(r"\.?;\s+|\.\s+")
+#: A locator ends at a space or the end of the summary; the punctuation that closes a sentence or a
+#: clause just before that is not part of it (as Markdown's autolinks read it).
+_LOCATOR_END = r"[.,;:!?]*(?=\s|$)"
+ARXIV_RE = re.compile(
+    r" — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-9]\d{0,2}))?" + _LOCATOR_END, re.ASCII
+)
 #: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL.
-LOCATOR_RE = re.compile(r"^ — (?P<locator>(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]\S*?|\w+://\S*?)\.?(?:\s|$)")
-URL_RE = re.compile(r"^ — (?P<url>https?://\S+?)\.?(?:\s|$)")
+LOCATOR_RE = re.compile(r" — (?P<locator>(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]\S*?|\w+://\S*?)" + _LOCATOR_END)
+URL_RE = re.compile(r" — (?P<url>https?://\S+?)" + _LOCATOR_END)
 #: Words that make a sentence say a supersession does not hold, or may not: "Nothing here says that
 #: ADR-059 supersedes ADR-026" states no supersession, and the import must not make one.
 NOT_STATED_RE = re.compile(
@@ -49,15 +56,28 @@ NOT_STATED_RE = re.compile(
     r"cannot|can't|won't|isn't|doesn't|didn't|wasn't|aren't|hardly)(?![\w-])|n't(?![\w-])",
     re.I | re.ASCII,
 )
-#: Where the clause of a match starts: after the last end of a sentence or clause before it (a dash,
-#: a comma or a bracket too), and at most this many words before it.
+#: Where a clause starts and ends: at the end of a sentence or clause (a dash, a comma or a bracket too).
 SENTENCE_END_RE = re.compile(r"[.!?;:,()](?:\s|$)|\s[—–-]\s|\n")
-CLAUSE_WORDS = 8
-SUPERSEDES_RE = re.compile(
+#: The only words that may come before a supersession in its clause for it to be stated plainly.
+PLAIN_LEAD_WORDS = frozenset(
+    {"and", "so", "thus", "hence", "since", "then", "now", "later", "today", "here", "which", "also", "finally"}
+)
+#: A supersession in the anthology's own form, an aside: ``ADR-026 (superseding ADR-020)``,
+#: ``ADR-020 (superseded by ADR-026)``. Stated wherever it stands.
+SUPERSEDES_ASIDE_RE = re.compile(
     r"\b(?P<new>ADR-\d+) \((?:superseding|supersedes|which supersedes|replacing) (?P<old>ADR-\d+)\)"
-    r"|\b(?P<new2>ADR-\d+) (?:supersedes|superseded|replaces|replaced) (?P<old2>ADR-\d+)\b",
+    r"|\b(?P<old2>ADR-\d+) \((?:superseded|replaced) by (?P<new2>ADR-\d+)\)",
     re.ASCII,
 )
+#: A supersession in prose, in any tense or mood: stated only where its clause says just that.
+SUPERSEDES_PROSE_RE = re.compile(
+    r"\b(?P<first>ADR-\d+)(?P<auxiliary>(?: (?:is|was|has|had|been|will|would|may|might|should|could|can|"
+    r"must|does|did|do|to|not|now|also))*) (?P<verb>supersedes|superseded|supersede|superseding|replaces|"
+    r"replaced|replace|replacing)(?P<by> by)? (?P<second>ADR-\d+)\b",
+    re.ASCII | re.I,
+)
+_PLAIN_ACTIVE = frozenset({"supersedes", "superseded", "replaces", "replaced"})
+_PLAIN_PASSIVE = {"": None, " is": None, " was": None, " has been": None, " had been": None}
 
 
 @dataclass
@@ -94,30 +114,67 @@ class ParsedPage:
 
 
 def slugify(label: str) -> str:
-    """The slug of a topic label: ``Distributed optimization`` -> ``distributed-optimization``."""
-    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+    """The slug of a topic label: ``Distributed optimization`` -> ``distributed-optimization``;
+    accented letters lose their accents (``Régularisation`` -> ``regularisation``)."""
+    import unicodedata
+
+    plain = "".join(c for c in unicodedata.normalize("NFKD", label) if not unicodedata.combining(c))
+    return re.sub(r"[^a-z0-9]+", "-", plain.lower()).strip("-")
 
 
-#: Characters a cell cannot hold as written: ``str.splitlines`` ends a line at each of them.
-LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
-_REFERENCE_RE = re.compile(r"&(?:#(\d{1,7})|amp);", re.ASCII)
+#: A slug as ``slugify`` makes one (and a page's file name gives one, ``<slug>.md``).
+SLUG_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.ASCII)
+
+
+#: The characters that end a line in Markdown (CommonMark: LF, CR, and CR LF), which a cell cannot
+#: hold as written. Other characters Python calls line breaks (NEL, U+2028, FF ...) are text to Markdown.
+LINE_BREAKS = frozenset("\n\r")
+_LINE_END_RE = re.compile(r"\r\n|\r|\n")
+_CHAR_REF_RE = re.compile(r"&#([0-9]{1,7});", re.ASCII)
+_REF_BODY_RE = re.compile(r"#([0-9]{1,7});", re.ASCII)
+_AMP = "&amp;"
+
+
+def page_lines(text: str) -> list[str]:
+    """The lines of a page as Markdown ends them (LF, CR or CR LF), without a leading byte-order mark."""
+    return _LINE_END_RE.split(text.removeprefix("\ufeff"))
+
+
+def _referenced(code: str) -> str | None:
+    number = int(code)
+    if number > 0x10FFFF or 0xD800 <= number <= 0xDFFF:
+        return None
+    return chr(number)
 
 
 def split_cells(line: str) -> list[str]:
-    """The cells of a Markdown table row, unescaped (see ``escape_cell``)."""
+    """The cells of a Markdown table row, unescaped: the exact inverse of ``escape_cell``.
+
+    A pipe after an odd run of backslashes is text (the run's pairs each stand for one backslash);
+    after an even run (or none) it ends the cell. Anything the writer does not escape reads as
+    written: ``&amp; more``, ``&copy;``, ``C:\\temp`` are kept verbatim, so a page that is read and
+    written again comes out as it went in."""
     body = line.strip()
-    cells: list[str] = []
+    raw_cells: list[str] = []
     current: list[str] = []
     index, ended_on_pipe = 0, False
     while index < len(body):
         char = body[index]
-        if char == "\\" and index + 1 < len(body) and body[index + 1] in "\\|":
-            current.append(body[index + 1])
-            index += 2
+        if char == "\\":
+            run_end = index
+            while run_end < len(body) and body[run_end] == "\\":
+                run_end += 1
+            run = run_end - index
+            if run_end < len(body) and body[run_end] == "|" and run % 2:
+                current.append(body[index : run_end + 1])  # the escaped pipe stays escaped until decoded
+                index = run_end + 1
+            else:
+                current.append(body[index:run_end])
+                index = run_end
             ended_on_pipe = False
             continue
         if char == "|":
-            cells.append("".join(current))
+            raw_cells.append("".join(current))
             current = []
             ended_on_pipe = True
         else:
@@ -125,41 +182,125 @@ def split_cells(line: str) -> list[str]:
             ended_on_pipe = False
         index += 1
     if not ended_on_pipe:
-        cells.append("".join(current))
-    if body.startswith("|") and cells:
-        cells = cells[1:]
-    return [_REFERENCE_RE.sub(_unreference, cell.strip()) for cell in cells]
+        raw_cells.append("".join(current))
+    if body.startswith("|") and raw_cells:
+        raw_cells = raw_cells[1:]
+    return [decode_cell(cell.strip()) for cell in raw_cells]
 
 
-def _unreference(match: re.Match[str]) -> str:
-    if match[1] is None:
-        return "&"
-    code = int(match[1])
-    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
-        return match[0]
-    return chr(code)
+def _edges(raw: str) -> tuple[int, int]:
+    """Where the leading run of whitespace references of ``raw`` ends and the trailing one starts."""
+    lead = 0
+    while (found := _CHAR_REF_RE.match(raw, lead)) and (char := _referenced(found[1])) is not None and char.isspace():
+        lead = found.end()
+    trail = len(raw)
+    refs = [found for found in _CHAR_REF_RE.finditer(raw, lead)]
+    for found in reversed(refs):
+        char = _referenced(found[1])
+        if found.end() != trail or char is None or not char.isspace():
+            break
+        trail = found.start()
+    return lead, max(trail, lead)
+
+
+def _is_read(char: str | None, leading: bool, trailing: bool) -> bool:
+    """Whether the writer makes a reference to ``char`` there: a line break anywhere, whitespace at
+    either edge of the cell."""
+    if char is None:
+        return False
+    return char in LINE_BREAKS or (char.isspace() and (leading or trailing))
+
+
+def _after_amps(text: str, index: int) -> tuple[str | None, int]:
+    """For an ``&`` at ``text[index]`` followed by (``amp;``)* and ``#N;``: the character of N and
+    where that ``#N;`` ends; otherwise (None, -1)."""
+    after = index + 1
+    while text.startswith("amp;", after):
+        after += len("amp;")
+    body = _REF_BODY_RE.match(text, after)
+    if body is None:
+        return None, -1
+    return _referenced(body[1]), body.end()
+
+
+def decode_cell(raw: str) -> str:
+    """A stripped cell's text: ``\\|`` and the backslash pairs before it, the references the
+    writer makes (line breaks, whitespace at the edges), and ``&amp;`` where it stands before one
+    of those (or before another such ``&amp;``). The rest is text as written."""
+    lead, trail = _edges(raw)
+    out: list[str] = []
+    index = 0
+    while index < len(raw):
+        char = raw[index]
+        if char == "\\":
+            run_end = index
+            while run_end < len(raw) and raw[run_end] == "\\":
+                run_end += 1
+            if run_end < len(raw) and raw[run_end] == "|":
+                out.append("\\" * ((run_end - index) // 2) + "|")
+                index = run_end + 1
+            else:
+                out.append(raw[index:run_end])
+                index = run_end
+            continue
+        if char == "&":
+            found = _CHAR_REF_RE.match(raw, index)
+            if found:
+                referenced = _referenced(found[1])
+                if _is_read(referenced, index < lead, index >= trail):
+                    out.append(referenced or "")
+                    index = found.end()
+                    continue
+            elif raw.startswith(_AMP, index):
+                # "&amp;" stands for "&" where the "&" alone would start a reference that is read
+                referenced, end = _after_amps(raw, index + len(_AMP) - 1)
+                if _is_read(referenced, index == lead, end >= trail):
+                    out.append("&")
+                    index += len(_AMP)
+                    continue
+        out.append(char)
+        index += 1
+    return "".join(out)
 
 
 def escape_cell(text: str) -> str:
-    """``text`` written so that ``split_cells`` reads it back exactly: ``\\|`` for a pipe, ``\\\\``
-    for a backslash that would otherwise escape, and a character reference (``&#10;``) for a line
-    break and for whitespace at either end of the cell (which a reader strips). ``&`` is written
-    ``&amp;`` only where it would start such a reference; Markdown renders all of these as the text."""
+    """``text`` written so that ``split_cells`` reads it back exactly: ``\\|`` for a pipe (and a
+    run of backslashes before a pipe doubled), a character reference (``&#10;``) for a line break
+    and for whitespace at either end of the cell (which a reader strips), and ``&amp;`` for an ``&``
+    only where the reader would otherwise take what follows for such a reference. Nothing else is
+    touched; Markdown renders all of these as the text."""
     lead = len(text) - len(text.lstrip())
-    trail = len(text) - len(text.rstrip()) if text.strip() else 0
+    trail_start = len(text.rstrip()) if text.strip() else len(text)
     out: list[str] = []
-    for index, char in enumerate(text):
-        if char == "&" and _REFERENCE_RE.match(text, index):
-            out.append("&amp;")
-        elif char == "\\" and (index + 1 == len(text) or text[index + 1] in "\\|"):
-            out.append("\\\\")
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if index < lead or index >= trail_start or char in LINE_BREAKS:
+            out.append(f"&#{ord(char)};")
+        elif char == "\\":
+            run_end = index
+            while run_end < len(text) and text[run_end] == "\\":
+                run_end += 1
+            run = text[index:run_end]
+            out.append(run * 2 if run_end < len(text) and text[run_end] == "|" else run)
+            index = run_end
+            continue
         elif char == "|":
             out.append("\\|")
-        elif char in LINE_BREAKS or index < lead or index >= len(text) - trail:
-            out.append(f"&#{ord(char)};")
+        elif char == "&" and _amp_is_read(text, index, lead, trail_start):
+            out.append(_AMP)
         else:
             out.append(char)
+        index += 1
     return "".join(out)
+
+
+def _amp_is_read(text: str, index: int, lead: int, trail_start: int) -> bool:
+    """Whether an ``&`` at ``text[index]``, written as it is, would start what the reader decodes:
+    ``&#N;`` of a line break, ``&#N;`` of whitespace just after the leading whitespace or just
+    before the trailing whitespace, or ``&amp;`` (amp;)* before one of those."""
+    referenced, end = _after_amps(text, index)
+    return _is_read(referenced, index == lead, end == trail_start)
 
 
 def _ids_in_order(text: str, pattern: re.Pattern[str] = RECORD_ID_RE) -> list[str]:
@@ -170,9 +311,12 @@ def _ids_in_order(text: str, pattern: re.Pattern[str] = RECORD_ID_RE) -> list[st
     return seen
 
 
-def parse_page(text: str, source: str = "<page>") -> ParsedPage:
-    """Parse an index page. Raises ImportProblem, naming the line, for what cannot be understood."""
-    lines = text.lstrip("\ufeff").splitlines()
+def parse_page(text: str, source: str = "<page>", file_slug: str | None = None) -> ParsedPage:
+    """Parse an index page. Raises ImportProblem, naming the line, for what cannot be understood.
+
+    The topic's slug comes from its label; where the label has no letter or digit a slug can hold
+    (``正則化``), from the page's file name (``file_slug``, the ``<slug>`` of ``<slug>.md``), if any."""
+    lines = page_lines(text)
 
     def fail(line: int, message: str) -> ImportProblem:
         return ImportProblem(f"{source}:{line}: {message}")
@@ -204,8 +348,18 @@ def parse_page(text: str, source: str = "<page>") -> ParsedPage:
         rows=[],
         records=[],
     )
+    if not page.topic_slug and file_slug is not None and SLUG_RE.fullmatch(file_slug):
+        page.topic_slug = file_slug
+        page.warnings.append(
+            f"{source}:2: the topic label {page.topic_label!r} gives no slug (a slug holds a-z, 0-9 and '-'); "
+            f"filed as {file_slug!r}, from the page's file name"
+        )
     if not page.topic_slug:
-        raise fail(2, f"the topic label {topic_label!r} gives no slug; use letters or digits")
+        raise fail(
+            2,
+            f"the topic label {topic_label!r} gives no slug (a slug holds a-z, 0-9 and '-'); use such letters or "
+            f"digits in the label, or name the page file <slug>.md",
+        )
     seen_rows: dict[str, int] = {}
     for number, line in enumerate(lines[5:], start=6):
         if not line.strip():
@@ -256,6 +410,8 @@ def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) 
     elif not status_cell:
         warnings.append(f"{where}: the status column is empty; imported without a status")
     status, _, reason = status_cell.partition(DASH)
+    if not reason and status.endswith(DASH.rstrip()):  # "Rejected —": the cell's end was stripped
+        status = status[: -len(DASH.rstrip())]
     status = status.strip()
     if status and status not in STATUSES:
         warnings.append(f"{where}: unknown status {status!r} (expected one of {', '.join(STATUSES)}); kept as written")
@@ -266,44 +422,97 @@ def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) 
     return PageRow(number, practice_id, version, title, summary or None, status or None, reason or None, status_column)
 
 
-def _locator(rest: str, warnings: list[str], where: str, lit: str) -> dict[str, Any]:
-    """The paper facts of the locator after a byline (`` — ARXIV-1811.06965.`` or `` — https://...``).
+def _locator(text: str, at: int, warnings: list[str], where: str, lit: str) -> tuple[dict[str, Any], int]:
+    """The paper facts of the locator at ``text[at:]`` after a byline (`` — ARXIV-1811.06965.`` or
+    `` — https://...``), and where it ends (``at`` when there is none).
 
     A locator that looks like one but cannot be read is kept verbatim (``locator``), with a warning,
     so that validate reports it on the paper instead of the import dropping it."""
-    arxiv = ARXIV_RE.match(rest)
+    arxiv = ARXIV_RE.match(text, at)
     if arxiv:
         facts: dict[str, Any] = {"arxiv": arxiv["arxiv"]}
         if arxiv["version"]:
             facts["arxiv_version"] = int(arxiv["version"])
-        return facts
-    url = URL_RE.match(rest)
+        return facts, arxiv.end()
+    url = URL_RE.match(text, at)
     if url:
-        return {"url": url["url"]}
-    unread = LOCATOR_RE.match(rest)
+        return {"url": url["url"]}, url.end()
+    unread = LOCATOR_RE.match(text, at)
     if unread:
         warnings.append(
             f"{where}: cannot read the locator {unread['locator']!r} of {lit} (expected ARXIV-YYMM.NNNNN "
             f"or an http(s) URL); kept verbatim as the paper's `locator`, which validate reports"
         )
-        return {"locator": unread["locator"]}
-    return {}
+        return {"locator": unread["locator"]}, unread.end()
+    return {}, at
 
 
-def _sentence_start(text: str, end: int) -> int:
-    start = 0
-    for found in SENTENCE_END_RE.finditer(text, 0, end):
-        start = found.end()
-    words = text[start:end].split()
-    if len(words) > CLAUSE_WORDS:  # only the words just before the match
-        start = end - len(" ".join(words[-CLAUSE_WORDS:])) - 1
-    return start
+def _bylines(summary: str) -> list[re.Match[str]]:
+    """The bylines a summary opens with: the first at its start, each next one after ``; `` or ``. ``
+    (past the locator of the one before)."""
+    found: list[re.Match[str]] = []
+    at = 0
+    while (byline := BYLINE_RE.match(summary, at)) is not None:
+        found.append(byline)
+        end = byline.end()
+        for pattern in (ARXIV_RE, URL_RE, LOCATOR_RE):
+            locator = pattern.match(summary, end)
+            if locator:
+                # up to the punctuation after it, which may be the separator
+                end = locator.start() + len(locator.group().rstrip(".,;:!?"))
+                break
+        separator = BYLINE_SEPARATOR_RE.match(summary, end)
+        if separator is None:
+            break
+        at = separator.end()
+    return found
 
 
-def _supersede(adrs: dict[str, dict[str, Any]], new: str, old: str) -> None:
+def _clause(text: str, start: int, end: int) -> tuple[str, str, str]:
+    """The words of the clause around ``text[start:end]`` before it and after it, and what ends the
+    clause (its punctuation, or "" at the end of the text)."""
+    begin = 0
+    for found in SENTENCE_END_RE.finditer(text, 0, start):
+        begin = found.end()
+    after = SENTENCE_END_RE.search(text, end)
+    stop = after.start() if after else len(text)
+    ending = after.group().strip() if after else ""
+    return text[begin:start], text[end:stop], ending
+
+
+def _plainly_stated(text: str, match: re.Match[str]) -> tuple[bool, str]:
+    """Whether a prose supersession is stated plainly: an active or passive verb in the present or
+    past (no modal, no infinitive), nothing after it in its clause, only a few linking words before
+    it, no question. Returns the verdict and the clause, for the warning."""
+    before, after, ending = _clause(text, match.start(), match.end())
+    clause = f"{before}{match.group()}{after}".strip()
+    auxiliary = match["auxiliary"].lower()
+    verb = match["verb"].lower()
+    if match["by"]:
+        plain_verb = verb in {"superseded", "replaced"} and auxiliary in _PLAIN_PASSIVE
+    else:
+        plain_verb = verb in _PLAIN_ACTIVE and auxiliary == ""
+    lead = before.lower().replace(",", " ").split()
+    plain = (
+        plain_verb
+        and not after.strip()
+        and ending != "?"
+        and all(word in PLAIN_LEAD_WORDS for word in lead)
+        and not NOT_STATED_RE.search(before)
+    )
+    return plain, clause
+
+
+def _supersede(adrs: dict[str, dict[str, Any]], new: str, old: str, warnings: list[str], where: str) -> None:
+    older = adrs.setdefault(old, {"id": old})
+    if older.get("superseded_by", new) != new:
+        warnings.append(
+            f"{where}: {new} supersedes {old}, which the page already has superseded by {older['superseded_by']}; "
+            f"kept the first (an ADR is superseded by one other)"
+        )
+        return
     newer = adrs.setdefault(new, {"id": new})
     newer["supersedes"] = sorted(set(newer.get("supersedes", [])) | {old})
-    older = adrs.setdefault(old, {"id": old})
     older["superseded_by"] = new
     older["status"] = "Superseded"
 
@@ -369,34 +578,36 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
         for lit in cites:
             papers.setdefault(lit, {"id": lit})
             lines.setdefault(("paper", lit), row.line)
-        citation = CITATION_RE.match(row.summary or "")
-        if citation is None and LOOKS_CITED_RE.match(row.summary or ""):
-            page.warnings.append(
-                f"{source}:{row.line}: row {row.id}: could not read authors and year from "
-                f"{(row.summary or '')[:60]!r}; its papers were imported without them"
-            )
-        if citation:
-            lits = _ids_in_order(citation["lits"], LIT_RE)
-            years = [int(y[:4]) for y in citation["years"].split(", ")]
-            rest = citation["rest"]
-            facts_each: dict[str, Any] = {"authors": citation["authors"].strip()}
+        summary = row.summary or ""
+        where = f"{source}:{row.line}: row {row.id}"
+        read: set[str] = set()
+        for byline in _bylines(summary):
+            lits = _ids_in_order(byline["lits"], LIT_RE)
+            years = [int(y[:4]) for y in byline["years"].split(", ")]
+            facts_each: dict[str, Any] = {"authors": byline["authors"].strip()}
+            if len(years) != len(lits):
+                page.warnings.append(
+                    f"{where} gives {len(years)} years for {len(lits)} papers; the years were not assigned"
+                )
             for index, lit in enumerate(lits):
                 facts = dict(facts_each)
                 if len(years) == len(lits):
                     facts["year"] = years[index]
-                elif index == 0:
-                    page.warnings.append(
-                        f"{source}:{row.line}: row {row.id} gives {len(years)} years for {len(lits)} papers; "
-                        f"the years were not assigned"
-                    )
                 if len(lits) == 1:
-                    facts.update(_locator(rest, page.warnings, f"{source}:{row.line}: row {row.id}", lit))
-                elif index == 0 and LOCATOR_RE.match(rest):
+                    facts.update(_locator(summary, byline.end(), page.warnings, where, lit)[0])
+                elif index == 0 and LOCATOR_RE.match(summary, byline.end()):
                     page.warnings.append(
-                        f"{source}:{row.line}: row {row.id} gives one locator after {len(lits)} papers; it was "
+                        f"{where} gives one locator after {len(lits)} papers; it was "
                         f"not assigned to any of them (give each paper its own row or byline)"
                     )
                 note_paper(lit, facts, row)
+                read.add(lit)
+        unread = [lit for lit in cites if lit not in read]
+        if unread:
+            page.warnings.append(
+                f"{where}: could not read authors and year for {', '.join(unread)} from {summary[:60]!r} (a byline "
+                f"reads 'Authors (year), LIT-NNN'); cited, and imported without them"
+            )
         for text in (row.reason or "", row.summary or ""):
             for adr in _ids_in_order(text, ADR_RE):
                 adrs.setdefault(adr, {"id": adr})
@@ -409,18 +620,20 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
     texts = [(1, page.scheme_description)]
     texts += [(r.line, text) for r in page.rows for text in (r.reason or "", r.summary or "") if text]
     for line, text in texts:
-        for match in SUPERSEDES_RE.finditer(text):
-            new = match["new"] or match["new2"]
-            old = match["old"] or match["old2"]
-            sentence = text[_sentence_start(text, match.start()) : match.start()]
-            if NOT_STATED_RE.search(sentence):
+        where = f"{source}:{line}"
+        for match in SUPERSEDES_ASIDE_RE.finditer(text):
+            _supersede(adrs, match["new"] or match["new2"], match["old"] or match["old2"], page.warnings, where)
+        for match in SUPERSEDES_PROSE_RE.finditer(text):
+            plain, clause = _plainly_stated(text, match)
+            if not plain:
                 page.warnings.append(
-                    f"{source}:{line}: {match.group()!r} stands in a sentence that says it does not hold, or may "
-                    f"not ({sentence.strip()[-60:]!r}); no supersession was imported: add it to the ADRs by hand "
-                    f"if it holds"
+                    f"{where}: {match.group()!r} is not imported as a supersession: its sentence does not plainly "
+                    f"state it ({clause[:80]!r}); add it to the ADRs by hand if it holds"
                 )
                 continue
-            _supersede(adrs, new, old)
+            first, second = match["first"].upper(), match["second"].upper()
+            new, old = (second, first) if match["by"] else (first, second)
+            _supersede(adrs, new, old, page.warnings, where)
 
     registry: dict[str, Any] = {"title": page.scheme_title, "description": page.scheme_description}
     if page.registry_size is not None:
@@ -462,14 +675,18 @@ def render_page(
     topic_scope: str | None,
     registry_size: int,
     rows: Iterable[PracticeRow],
+    topic_count: int | None = None,
 ) -> str:
-    """The index page of one topic, in the published format (no newline after the last row)."""
+    """The index page of one topic, in the published format (no newline after the last row).
+    ``topic_count`` is the number of practices the page declares ("42 of 449"); without one, the
+    number of rows."""
     rows = sorted(rows, key=lambda r: _id_key(r.id))
     head = f"{topic_label}{DASH}{topic_scope}" if topic_scope else topic_label
     lines = [
         f"{scheme_title}{DASH}{scheme_description}",
         head,
-        f"{len(rows)} of {registry_size} SOTA documents. Back to the full index.",
+        f"{len(rows) if topic_count is None else topic_count} of {registry_size} SOTA documents. "
+        "Back to the full index.",
         HEADER,
         RULE,
     ]

@@ -35,10 +35,11 @@ def export_rdf(store: Store, canonical_format: str) -> bytes:
 
 
 _TOPIC_QUERY = """
-SELECT ?slug ?topic ?label ?scope ?schemeTitle ?schemeDescription ?registrySize WHERE {
+SELECT ?slug ?topic ?label ?scope ?topicSize ?schemeTitle ?schemeDescription ?registrySize WHERE {
   ?topic a sota:Topic ; sota:slug ?slug .
   OPTIONAL { ?topic skos:prefLabel ?label }
   OPTIONAL { ?topic skos:scopeNote ?scope }
+  OPTIONAL { ?topic sota:declaredSize ?topicSize }
   OPTIONAL { id:topics dcterms:title ?schemeTitle }
   OPTIONAL { id:topics dcterms:description ?schemeDescription }
   OPTIONAL { id:topics sota:declaredSize ?registrySize }
@@ -127,6 +128,7 @@ def export_index(store: Store, slug: str) -> str:
     size = _value(topic, "registrySize")
     if size is None:
         size = _select(store, _COUNT_QUERY)[0]["n"].value
+    declared = _value(topic, "topicSize")
     return render_page(
         scheme_title=_value(topic, "schemeTitle") or "Topics",
         scheme_description=_value(topic, "schemeDescription") or "",
@@ -134,6 +136,7 @@ def export_index(store: Store, slug: str) -> str:
         topic_scope=_value(topic, "scope"),
         registry_size=int(size),
         rows=rows,
+        topic_count=None if declared is None else int(declared),
     )
 
 
