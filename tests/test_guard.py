@@ -927,3 +927,106 @@ def test_an_http_1_0_connection_kept_alive_is_said_to_be(built_store):
                     body += connection.recv(65536)
         closed = raw_request(guard.port, b"GET /query?query=ASK%7B%7D HTTP/1.0\r\n\r\n")
         assert b"\r\nConnection: close\r\n" in closed.split(b"\r\n\r\n")[0] + b"\r\n"
+
+
+class _EndlessEngine:
+    """A stand-in engine that answers a query with a chunked body it never ends (a chunk every 50 ms,
+    as a query whose later rows are costly would), and an engine link that records each stop."""
+
+    def __init__(self) -> None:
+        self.stopped: list[float] = []
+        self.last_chunk_sent = 0.0
+        self.port = 0
+
+    def answer(self, connection: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += connection.recv(4096)
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/csv\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"12000\r\n"
+            + b"x" * 0x12000
+            + b"\r\n"  # more than the guard reads ahead: it streams
+        )
+        ends = time.monotonic() + 10
+        while time.monotonic() < ends and not self.stopped:
+            connection.sendall(b"10\r\n" + b"y" * 16 + b"\r\n")
+            self.last_chunk_sent = time.monotonic()
+            time.sleep(0.05)
+
+    def address(self, wait: float):
+        return "127.0.0.1", self.port, 3
+
+    def stop_runaway(self, generation: int, reason: str) -> None:
+        self.stopped.append(time.monotonic())
+
+    def has_stopped(self, generation: int, wait: float) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("case", ["HEAD", "cut at the cap", "client gone"])
+def test_an_answer_no_client_takes_keeps_its_deadline_and_the_engine_is_stopped_there(case):
+    # The guard stops relaying before the engine has finished: the engine must not compute on
+    # unwatched (it would until it next writes: hours, for costly later rows), so the query's
+    # deadline still holds and the engine is stopped when it passes.
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    engine = _EndlessEngine()
+    timeout = 1.5
+    with stand_in_server(engine.answer) as (port, _):
+        engine.port = port
+        settings = GuardSettings(
+            "127.0.0.1", port, engine=engine, upstream_seconds=timeout, max_result_bytes=1000, log=lambda line: None
+        )
+        if case != "cut at the cap":
+            settings.max_result_bytes = 1 << 20
+        with running_guard("127.0.0.1", 0, settings) as guard:
+            method = "HEAD" if case == "HEAD" else "GET"
+            request = f"{method} /query?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+            started = time.monotonic()
+            if case == "client gone":
+                with socket.create_connection(("127.0.0.1", guard.port), timeout=5) as client:
+                    client.sendall(request)
+                    assert client.recv(64).startswith(b"HTTP/1.1 200 ")
+                    client.shutdown(socket.SHUT_RD)
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            else:
+                answer = raw_request(guard.port, request, 5)
+                assert answer.startswith(b"HTTP/1.1 200 ")
+            deadline = started + timeout + 3
+            while not engine.stopped and time.monotonic() < deadline:
+                time.sleep(0.05)
+    assert engine.stopped, "the engine was left computing the abandoned query"
+    assert engine.stopped[0] - started < timeout + 2
+    assert engine.last_chunk_sent - started > timeout - 0.5  # the guard read on until the deadline
+
+
+def test_a_query_spelled_with_percent_escapes_is_no_service_description(built_store):
+    # %71uery is "query" to the engine: the answer is a query's, relayed as it is, never rewritten
+    # as the service description (which drops sd:BasicFederatedQuery triples).
+    construct = (
+        "CONSTRUCT { ?s <http://x/p> <http://www.w3.org/ns/sparql-service-description#BasicFederatedQuery> . "
+        "?s <http://x/q> 1 } WHERE { ?s a <https://w3id.org/sotakg/ontology#Paper> } LIMIT 2"
+    )
+    with guard_over_engine(built_store) as guard:
+        base = f"http://127.0.0.1:{guard.port}/query?"
+        answers = []
+        for key in ("query", "%71uery"):
+            request = urllib.request.Request(
+                base + key + "=" + urllib.parse.quote(construct), headers={"Accept": "application/n-triples"}
+            )
+            with urllib.request.urlopen(request, timeout=15) as response:
+                answers.append(response.read().decode())
+    assert answers[0].count("\n") == 4
+    assert answers[1] == answers[0]
+
+
+def test_an_empty_transfer_encoding_is_refused_not_taken_for_absent(built_store):
+    with guard_over_engine(built_store) as guard:
+        body = b"query=ASK%7B%7D"
+        answer = raw_request(
+            guard.port,
+            b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+            b"Transfer-Encoding: \r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body,
+        )
+    assert answer.startswith(b"HTTP/1.1 411 "), answer[:80]

@@ -339,7 +339,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
     def _body(self) -> bytes | None:
         """The request body, or None once a refusal has been sent."""
         settings = self.server.settings
-        if self.headers.get("Transfer-Encoding"):
+        if self.headers.get("Transfer-Encoding") is not None:  # an empty value too: framing is not guessed
             self._plain(411, "refused: send the request with a Content-Length, not chunked\n")
             return None
         raw = self.headers.get("Content-Length")
@@ -548,8 +548,29 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         try:
             complete = self._relay(response, upstream, deadline, generation, turn)
         finally:
+            if not response.isclosed():
+                # The client has all it gets (a HEAD, an answer cut at the cap, a client gone or too
+                # slow), but the engine is still working on the query: its time runs on to the deadline.
+                self._drain_abandoned(response, upstream, deadline, generation)
             if not complete or response.will_close or not response.isclosed():
                 self._drop_pooled()
+
+    def _drain_abandoned(
+        self, response: EngineAnswer, upstream: EngineConnection, deadline: float, generation: int
+    ) -> None:
+        """Read and drop the rest of an answer no client takes, until the engine ends it or the query's
+        deadline passes; then the engine is stopped as for any query past ``--timeout``. Closing the
+        connection instead would leave the engine computing until it next writes, which for a query
+        whose later rows are costly may be hours away."""
+        try:
+            while True:
+                self._wait_budget(upstream, deadline)
+                if not response.read1(CHUNK):
+                    return
+        except TimeoutError:
+            self._stop_engine(generation)
+        except (OSError, http.client.HTTPException):
+            return  # the engine ended the connection: it is done with the query
 
     def _timed_out(self, generation: int, turn: _Turn) -> None:
         settings = self.server.settings
@@ -575,8 +596,12 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         return self.path if len(self.path) <= 80 else self.path[:79] + "…"
 
     def _is_description(self) -> bool:
+        # A query string is read as the engine reads it (``%71uery=`` is a query too).
         parts = urllib.parse.urlsplit(self.path)
-        return self.command in ("GET", "HEAD") and parts.path in QUERY_PATHS and "query=" not in parts.query
+        if self.command not in ("GET", "HEAD") or parts.path not in QUERY_PATHS:
+            return False
+        parameters = _parameters(parts.query, "query string")
+        return not isinstance(parameters, Refusal) and "query" not in parameters
 
     def _relay(
         self, response: EngineAnswer, upstream: EngineConnection, deadline: float, generation: int, turn: _Turn
