@@ -29,6 +29,7 @@ from sotakg.query.sparql import (
     _reifier_refusal,
     _rereadable_name_refusal,
     _surely_an_iri,
+    _undeclared_prefix_error,
     _unknown_word_error,
     _unreadable_iri_refusal,
     position,
@@ -296,7 +297,9 @@ def _keyword_at(token: Token) -> tuple[str, int] | None:
     return (found.group().upper(), found.start()) if found else None
 
 
-def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | None = None) -> str | None:
+def check_query(
+    text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | None = None, predeclared: bool = True
+) -> str | None:
     """Refuse (QueryRefused) a text that is SPARQL Update, uses SERVICE, LOAD or a FROM clause, nests
     brackets and prefix operators deeper than ``max_depth`` (``nesting_depth``), or is bigger than
     ``limits`` allow (characters, tokens, terms, UNION arms). Returns the query form (``query_form``).
@@ -326,7 +329,8 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
         and scanned[k - 2].text.upper() == "PREFIX"
     }
     names = {scanned[k].text for k in declared}
-    bases = dict(PREFIXES) | {scanned[k].text[:-1]: iri[1:-1] for k, iri in sorted(declared.items())}
+    known = dict(PREFIXES) if predeclared else {}
+    bases = known | {scanned[k].text[:-1]: iri[1:-1] for k, iri in sorted(declared.items())}
     authority_of = {
         scanned[k].text: found.group(1)
         for k, iri in declared.items()
@@ -408,6 +412,8 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
                 base = bases.get(prefix)
                 if base is not None and not _surely_an_iri(base, local):
                     raise _rereadable_name_refusal(text, token.offset)
+            if is_name and here not in declared and prefix not in bases:
+                raise _undeclared_prefix_error(text, token.offset, token.offset + len(token.text))
             continue
         keyword, inside = found
         if kind == "pname":

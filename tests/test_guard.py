@@ -884,7 +884,7 @@ def test_what_the_engine_reads_again_is_refused_by_the_guard_and_nothing_reaches
         url = f"http://127.0.0.1:{port}/sparql"
         with guard_over_engine(built_store) as guard:
             for template in REREAD:
-                text = template.format(url=url)
+                text = template.format(url=url, port=port)
                 status, _, body = answer_of(query_url(f"http://127.0.0.1:{guard.port}", text))
                 assert status == 400 and body.startswith(b"refused: "), (text, status, body[:200])
                 payload = text.encode()

@@ -710,7 +710,8 @@ def test_a_second_supersession_of_one_adr_is_warned_of_and_the_first_kept(runner
 def test_a_page_with_entities_backslashes_and_unicode_breaks_exports_as_written(runner, tmp_path):
     rows = [
         "| SOTA-986 | Entities &amp; more, &#169; and &lt;b&gt; | Doe (2020), LIT-901 — ARXIV-2001.00001. | Active |",
-        "| SOTA-987 | Paths C:\\\\temp and a\\\\b, a pipe \\| here | Doe (2020), LIT-901 — ARXIV-2001.00001. | Active |",
+        "| SOTA-987 | Paths C:\\\\temp and a\\\\b, a pipe \\| here | Doe (2020), LIT-901 — "
+        "ARXIV-2001.00001. | Active |",
         "| SOTA-988 | One\u2028line | Doe (2020), LIT-901 — ARXIV-2001.00001. | Active |",
     ]
     page = tmp_path / "distributed-optimization.md"

@@ -15,6 +15,7 @@ from sotakg.graph.vocab import PREFIXES
 from sotakg.query.sparql import check_query, tokens
 
 from .conftest import counting_listener
+from .sparql_reference import check_query as reference_check
 
 SUITES = Path(__file__).resolve().parents[3] / "shared" / "w3c-sparql-tests"
 if not SUITES.is_dir():  # a checkout elsewhere: the suites beside the repository's parent
@@ -257,6 +258,12 @@ REREAD = [
     "FILTER('''#''')\n}}",
     "SELECT * WHERE {{ ?s ?p ?o {{ SELECTDISTINCT (0<1#> '''\n AS ?q) WHERE {{ ?s ?p ?o }} }} SERVICE <{url}> "
     "{{ ?x ?y ?z }}\nFILTER('''#''')\n}}",
+    # a name whose prefix nobody declares: the engine backs up to the keyword "a", then reads on
+    "PREFIX : <http://127.0.0.1> ASK {{ ?s a:SERVICE::{port} {{}} }}",
+    "PREFIX u: <http://127.0.0.1:{port}/> ASK {{ ?s axsd:SERVICEu:\\# {{}} }}",
+    "PREFIX u: <http://127.0.0.1:{port}/> ASK {{ ?s ^asota:SERVICEu:\\# {{}} }}",
+    "PREFIX x: <http://x/#>\nPREFIX s: <http://www.w3.org/2001/XMLSchema>\n"
+    "SELECT * WHERE {{ ?s ax:FILTERs:\\#string(0<1#> '''\n) SERVICE <{url}> {{ }}\nFILTER('''#''')\n}}",
 ]
 
 
@@ -265,7 +272,7 @@ def test_what_the_engine_reads_again_is_refused_and_would_have_connected(templat
     from pyoxigraph import Literal, NamedNode, Quad, Store
 
     with counting_listener() as (port, seen):
-        text = template.format(url=f"http://127.0.0.1:{port}/sparql")
+        text = template.format(url=f"http://127.0.0.1:{port}/sparql", port=port)
         with pytest.raises((QueryRefused, QuerySyntaxError)):
             check_query(text)
         store = Store()  # triples for the patterns before the hidden SERVICE to match
@@ -274,6 +281,9 @@ def test_what_the_engine_reads_again_is_refused_and_would_have_connected(templat
         store.add(Quad(NamedNode("http://x/s"), NamedNode("http://ex:"), Literal(1)))
         for prefix_iri in ("http://x/#", "http://x/", "http://www.w3.org/2001/XMLSchema#"):  # objects of bare "x:"
             store.add(Quad(NamedNode("http://x/s"), NamedNode("http://x/p"), NamedNode(prefix_iri)))
+        for type_iri in ("http://127.0.0.1", PREFIXES["xsd"], PREFIXES["sota"]):  # "?s a x:" of a name split at "a"
+            store.add(Quad(NamedNode("http://x/s"), NamedNode(PREFIXES["rdf"] + "type"), NamedNode(type_iri)))
+            store.add(Quad(NamedNode(type_iri), NamedNode(PREFIXES["rdf"] + "type"), NamedNode("http://x/s")))
         try:  # with the prefixes sotakg passes the engine (xsd: among them)
             list(store.query(text, prefixes=dict(PREFIXES)))  # type: ignore[call-overload]
         except Exception:  # noqa: BLE001 - the listener closes at once: the engine reports an error
@@ -288,7 +298,7 @@ def test_what_the_engine_reads_again_is_refused_and_would_have_connected(templat
         "ASK { ?s ?p trueSERVICE <http://127.0.0.1:9/> {} }",
         "ASK { SERVICE:x {} }",
         "SELECT * FROM:g { }",
-        "SELECT * { ?s ?p ex:a.b.SERVICE <http://127.0.0.1:9/> {} }",
+        "PREFIX ex: <http://example.org/> SELECT * { ?s ?p ex:a.b.SERVICE <http://127.0.0.1:9/> {} }",
         "ASK { FILTER(?x<?x)SERVICE?x#>\n{} }",
         "ASK { FILTER(?x<?x)SERVICE?x'>'\n{} }",
     ],
@@ -403,3 +413,18 @@ def assert_same_as_the_reference(pieces):
 )
 def test_ordinary_names_and_comparisons_pass_the_check(text):
     assert check_query(text) == "SELECT"
+
+
+def test_a_name_whose_prefix_the_engine_does_not_know_is_a_syntax_error():
+    # sotakg's prefixes are declared to the embedded store, not to the Oxigraph server behind serve
+    assert check_query("SELECT * WHERE { ?s a sota:Practice }") == "SELECT"
+    with pytest.raises(QuerySyntaxError, match=r"the prefix sota: is not declared") as raised:
+        check_query("SELECT * WHERE { ?s a sota:Practice }", predeclared=False)
+    assert (raised.value.line, raised.value.column) == (1, 23)
+    declared = "PREFIX sota: <https://w3id.org/sotakg/ontology#> SELECT * WHERE { ?s a sota:Practice }"
+    assert check_query(declared, predeclared=False) == "SELECT"
+    with pytest.raises(QuerySyntaxError, match=r"undeclared prefix `ex:` in `ex:p`: declare it"):
+        check_query("SELECT * WHERE { ?s ex:p ?o }")
+    assert reference_check("SELECT * WHERE { ?s a sota:Practice }") == "SELECT"
+    with pytest.raises(QuerySyntaxError, match=r"the prefix sota: is not declared"):
+        reference_check("SELECT * WHERE { ?s a sota:Practice }", predeclared=False)

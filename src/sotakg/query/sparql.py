@@ -559,11 +559,16 @@ _CACHED_CHARS = 8 * 1024
 _CACHED_CHECKS = 1024
 
 
-def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | None = None) -> str | None:
+def check_query(
+    text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | None = None, predeclared: bool = True
+) -> str | None:
     """Refuse (QueryRefused) a text that is SPARQL Update, uses SERVICE, LOAD or a FROM clause, nests
     brackets and prefix operators deeper than ``max_depth`` (``nesting_depth``), or is bigger than
     ``limits`` allow (characters, tokens, terms, UNION arms), or opens SPARQL 1.2's ``<<``; raise a
-    QuerySyntaxError for a string no form of the engine's reads. Returns the query form (``query_form``).
+    QuerySyntaxError for a string no form of the engine's reads, or for a prefixed name whose prefix
+    the engine does not know (the query's own PREFIX declarations, and sotakg's prefixes where the
+    engine is given them: ``predeclared``; the Oxigraph server behind ``sotakg serve`` is not). Returns
+    the query form (``query_form``).
 
     The text is read as ``tokens`` reads it, which splits it as the engine does, and a keyword is
     refused wherever the engine could read it, glued to other letters included (``trueSERVICE``).
@@ -572,9 +577,11 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
     short texts are cached."""
     limits = limits or QueryLimits(max_depth=max_depth)
     if len(text) <= _CACHED_CHARS:
-        form, refusal = _cached_verdict(text, limits.max_depth, limits.max_chars, limits.max_terms, limits.max_unions)
+        form, refusal = _cached_verdict(
+            text, limits.max_depth, limits.max_chars, limits.max_terms, limits.max_unions, predeclared
+        )
     else:
-        form, refusal = _verdict(text, limits)
+        form, refusal = _verdict(text, limits, predeclared)
     if refusal is not None:
         raise copy.copy(refusal)  # a fresh exception each time: the verdict may be a cached one
     return form
@@ -582,15 +589,17 @@ def check_query(text: str, max_depth: int = MAX_DEPTH, limits: QueryLimits | Non
 
 @functools.lru_cache(maxsize=_CACHED_CHECKS)
 def _cached_verdict(
-    text: str, depth: int, chars: int, terms: int, unions: int
+    text: str, depth: int, chars: int, terms: int, unions: int, predeclared: bool
 ) -> tuple[str | None, QueryRefused | QuerySyntaxError | None]:
-    return _verdict(text, QueryLimits(depth, chars, terms, unions))
+    return _verdict(text, QueryLimits(depth, chars, terms, unions), predeclared)
 
 
-def _verdict(text: str, limits: QueryLimits) -> tuple[str | None, QueryRefused | QuerySyntaxError | None]:
+def _verdict(
+    text: str, limits: QueryLimits, predeclared: bool = True
+) -> tuple[str | None, QueryRefused | QuerySyntaxError | None]:
     """(query form, None) for a text that passes, (None, the refusal or syntax error) for one that does not."""
     try:
-        return _check(text, limits), None
+        return _check(text, limits, predeclared), None
     except (QueryRefused, QuerySyntaxError) as refused:
         return None, refused
 
@@ -601,7 +610,7 @@ def _nth(kinds: bytes, codes: Iterable[int], n: int) -> int:
     return list(compress(range(len(kinds)), kinds.translate(wanted)))[n]
 
 
-def _check(text: str, limits: QueryLimits) -> str | None:
+def _check(text: str, limits: QueryLimits, predeclared: bool = True) -> str | None:
     if len(text) > limits.max_chars:
         raise QueryRefused(
             f"the query is {len(text)} characters long; the limit is {limits.max_chars}. Split it into smaller queries"
@@ -668,7 +677,11 @@ def _check(text: str, limits: QueryLimits) -> str | None:
     unknown = _first_unknown_word(text, kinds, starts, ends)
     if unknown >= 0:
         found.append((unknown, 12, lambda: _unknown_word_error(text, starts[unknown])))
-    rereadable = _first_rereadable_name(text, kinds, starts, ends, declared)
+    known = dict(PREFIXES) if predeclared else {}
+    undeclared = _first_undeclared_name(text, kinds, starts, ends, declared, known)
+    if undeclared >= 0:
+        found.append((undeclared, 13, lambda: _undeclared_prefix_error(text, starts[undeclared], ends[undeclared])))
+    rereadable = _first_rereadable_name(text, kinds, starts, ends, declared, known)
     if rereadable >= 0:
         found.append((rereadable, 11, lambda: _rereadable_name_refusal(text, starts[rereadable])))
     broken = _first_broken_authority(text, kinds, starts, ends, declared)
@@ -809,8 +822,37 @@ def _unknown_word_error(text: str, offset: int) -> QuerySyntaxError:
     return syntax_error(f"error at {line}:{column}: no SPARQL keyword or function is spelled so", text)
 
 
+#: The prefix of each name, the names one per line.
+_NAME_PREFIX = re.compile(r"^([^:\n]*):", re.M)
+
+
+def _first_undeclared_name(
+    text: str, kinds: bytes, starts: list[int], ends: list[int], declared: dict[int, str], known: Mapping[str, str]
+) -> int:
+    """The index of the first prefixed name whose prefix neither the query declares nor the engine
+    knows (``known``), or -1. The engine never takes such a name as one: where it fails, it reads the
+    same characters as other tokens (``a:SERVICE::1`` is ``a``, then ``:SERVICE::1`` and so SERVICE),
+    which no check of the name as written can follow."""
+    names = {text[starts[index] : ends[index] - 1] for index in declared} | set(known)
+    used = set(_NAME_PREFIX.findall(_token_texts(text, kinds, starts, ends, _PNAME_SELECTOR)))
+    if used <= names:
+        return -1
+    for index in compress(range(len(kinds)), kinds.translate(_PNAME_SELECTOR)):
+        if index not in declared and text[starts[index] : text.find(":", starts[index], ends[index])] not in names:
+            return index
+    return -1
+
+
+def _undeclared_prefix_error(text: str, start: int, end: int) -> QuerySyntaxError:
+    line, column = position(text, start)
+    prefix = text[start : text.find(":", start, end)]
+    return syntax_error(
+        f"error at {line}:{column}: the prefix {prefix}: is not declared; declare it with PREFIX {prefix}: <…>", text
+    )
+
+
 def _first_rereadable_name(
-    text: str, kinds: bytes, starts: list[int], ends: list[int], declared: dict[int, str]
+    text: str, kinds: bytes, starts: list[int], ends: list[int], declared: dict[int, str], known: Mapping[str, str]
 ) -> int:
     """The index of the first prefixed name whose local part holds one of ``_FRAME_KEYWORDS`` or a
     network keyword and whose IRI is not sure to be valid (its prefix declared in the query, or
@@ -818,7 +860,7 @@ def _first_rereadable_name(
     part again (``x:FILTERs:\\#f(`` is ``x:``, FILTER and a call of ``s:\\#f``)."""
     if _REREAD_IN_LOCAL.search(_token_texts(text, kinds, starts, ends, _PNAME_SELECTOR)) is None:
         return -1
-    bases = dict(PREFIXES)
+    bases = dict(known)
     for index, iri in sorted(declared.items()):
         bases[text[starts[index] : ends[index] - 1]] = iri[1:-1]
     for index in compress(range(len(kinds)), kinds.translate(_PNAME_SELECTOR)):

@@ -202,7 +202,7 @@ def screen_query(text: str, max_depth: int = MAX_DEPTH) -> Refusal | None:
     """Why a query text must not reach the server (403 for SPARQL Update, 400 for the rest of what
     ``check_query`` refuses), or None."""
     try:
-        check_query(text, max_depth)
+        check_query(text, max_depth, predeclared=False)  # the Oxigraph server knows only the query's prefixes
     except QueryRefused as refused:
         return Refusal(403 if _is_update(text) else 400, f"refused: {refused}\n")
     except QuerySyntaxError as error:  # one the check finds itself: a string no reading of it takes
