@@ -468,35 +468,51 @@ def _bylines(summary: str) -> list[re.Match[str]]:
     return found
 
 
-def _clause(text: str, start: int, end: int) -> tuple[str, str, str]:
-    """The words of the clause around ``text[start:end]`` before it and after it, and what ends the
-    clause (its punctuation, or "" at the end of the text)."""
-    begin = 0
-    for found in SENTENCE_END_RE.finditer(text, 0, start):
-        begin = found.end()
-    after = SENTENCE_END_RE.search(text, end)
-    stop = after.start() if after else len(text)
-    ending = after.group().strip() if after else ""
-    return text[begin:start], text[end:stop], ending
+def _clause(text: str, start: int, end: int, stops: list[tuple[int, int]]) -> tuple[str | None, str, str]:
+    """The words of the clause around ``text[start:end]`` before it (None when there are more than a
+    plain lead could hold) and after it, and what ends the clause (its punctuation, or "" at the end of
+    the text). ``stops``: where each end of a sentence or clause (``SENTENCE_END_RE``) of the text
+    starts and ends, in order."""
+    import bisect
+
+    before = bisect.bisect_right(stops, (start, start)) - 1  # the last that ends at or before start
+    while before >= 0 and stops[before][1] > start:
+        before -= 1
+    begin = stops[before][1] if before >= 0 else 0
+    after = bisect.bisect_left(stops, (end, -1))
+    stop, ending = len(text), ""
+    if after < len(stops):
+        stop = stops[after][0]
+        ending = text[stops[after][0] : stops[after][1]].strip()
+    # Only a few words of a clause matter here (a plain lead is a few linking words): a clause of a
+    # long text without punctuation is cut, so each supersession in it costs the same.
+    after_text = text[end:stop] if stop - end <= _CLAUSE_CHARS else text[end : end + _CLAUSE_CHARS] + "…"
+    return (text[begin:start] if start - begin <= _CLAUSE_CHARS else None), after_text, ending
 
 
-def _plainly_stated(text: str, match: re.Match[str]) -> tuple[bool, str]:
+#: How much of a clause, before and after a supersession, is looked at.
+_CLAUSE_CHARS = 160
+
+
+def _plainly_stated(text: str, match: re.Match[str], stops: list[tuple[int, int]]) -> tuple[bool, str]:
     """Whether a prose supersession is stated plainly: an active or passive verb in the present or
     past (no modal, no infinitive), nothing after it in its clause, only a few linking words before
     it, no question. Returns the verdict and the clause, for the warning."""
-    before, after, ending = _clause(text, match.start(), match.end())
-    clause = f"{before}{match.group()}{after}".strip()
+    before, after, ending = _clause(text, match.start(), match.end(), stops)
+    clause = f"{'…' if before is None else before}{match.group()}{after}".strip()
     auxiliary = match["auxiliary"].lower()
     verb = match["verb"].lower()
     if match["by"]:
         plain_verb = verb in {"superseded", "replaced"} and auxiliary in _PLAIN_PASSIVE
     else:
         plain_verb = verb in _PLAIN_ACTIVE and auxiliary == ""
-    lead = before.lower().replace(",", " ").split()
+    lead = None if before is None else before.lower().replace(",", " ").split()
     plain = (
         plain_verb
-        and not after.strip()
+        and before is not None
+        and lead is not None
         and ending != "?"
+        and not after.strip()
         and all(word in PLAIN_LEAD_WORDS for word in lead)
         and not NOT_STATED_RE.search(before)
     )
@@ -623,8 +639,11 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
         where = f"{source}:{line}"
         for match in SUPERSEDES_ASIDE_RE.finditer(text):
             _supersede(adrs, match["new"] or match["new2"], match["old"] or match["old2"], page.warnings, where)
+        stops: list[tuple[int, int]] | None = None
         for match in SUPERSEDES_PROSE_RE.finditer(text):
-            plain, clause = _plainly_stated(text, match)
+            if stops is None:
+                stops = [found.span() for found in SENTENCE_END_RE.finditer(text)]
+            plain, clause = _plainly_stated(text, match, stops)
             if not plain:
                 page.warnings.append(
                     f"{where}: {match.group()!r} is not imported as a supersession: its sentence does not plainly "
