@@ -1030,3 +1030,18 @@ def test_an_empty_transfer_encoding_is_refused_not_taken_for_absent(built_store)
             b"Transfer-Encoding: \r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body,
         )
     assert answer.startswith(b"HTTP/1.1 411 "), answer[:80]
+
+
+def test_a_chain_as_long_as_the_check_lets_by_leaves_the_engine_standing(built_store):
+    # MINUS, OPTIONAL and path alternatives nest the engine's trees one level a link, no bracket
+    # needed: the server's thread stack (RUST_MIN_STACK) holds the longest the check allows.
+    from sotakg.query.sparql import MAX_TERMS
+
+    chains = ["ASK { " + "MINUS{}" * (MAX_TERMS * 4 // 3 - 2) + " }", "ASK { ?s " + "|".join(["a"] * 11990) + " ?o }"]
+    with guard_over_engine(built_store) as guard:
+        for text in chains:
+            status, _, body = answer_of(
+                f"http://127.0.0.1:{guard.port}/query", "POST", text.encode(), "application/sparql-query"
+            )
+            assert status == 200, (status, body[:200])
+        assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200

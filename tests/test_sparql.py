@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from sotakg.cli import cli
 from sotakg.errors import QueryFailed, QueryRefused, QuerySyntaxError, QueryTimeout
 from sotakg.query import sparql
 from sotakg.query.results import AskResult, GraphResult, SelectResult
@@ -449,3 +450,35 @@ def test_query_paths_do_not_import_rdflib_or_pyshacl_and_answer_quickly(built_st
     assert done.stderr.strip().splitlines()[-1] == "HEAVY [] EXIT 0", done.stderr
     assert len(done.stdout.splitlines()) == 8  # a header and the seven practices citing LIT-051
     assert elapsed < 5, f"a cold query took {elapsed:.2f} s"
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [
+        pytest.param(lambda n: "ASK { " + "MINUS{}" * n + " }", id="MINUS"),
+        pytest.param(lambda n: "ASK { " + "OPTIONAL{}" * n + " }", id="OPTIONAL"),
+        pytest.param(lambda n: "ASK { ?s " + "|".join(["a"] * n) + " ?o }", id="path alternatives"),
+    ],
+)
+def test_a_chain_as_long_as_the_check_lets_by_does_not_crash_the_engine(runner, workdir, chain):
+    # The engine recurses once per link of such a chain (no bracket nests): on a main thread's 8 MiB
+    # stack a few thousand links overflow it; the worker's query thread has the server's stack.
+    links = 1
+    while True:  # the longest the check allows (its token limit)
+        try:
+            check_query(chain(links * 2))
+        except QueryRefused:
+            break
+        links *= 2
+    low, high = links, links * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            check_query(chain(middle))
+            low = middle
+        except QueryRefused:
+            high = middle
+    assert low > 3000  # past what overflowed the main thread's stack
+    result = runner.invoke(cli, ["sparql", chain(low)])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() in ("true", "false")

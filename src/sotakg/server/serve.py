@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from ..errors import EndpointError, ServeError, UsageProblem
 from ..query.remote import DEFAULT_MAX_ANSWER, HttpAnswer, http_request, is_loopback
-from ..query.sparql import MAX_DEPTH
+from ..query.sparql import ENGINE_STACK_BYTES, MAX_DEPTH
 from .guard import DEFAULT_MAX_REQUEST, DEFAULT_MAX_RESULT, GuardServer, GuardSettings, running_guard
 
 DEFAULT_HOST = "127.0.0.1"
@@ -49,10 +49,6 @@ STOP_SECONDS = 10.0
 ENV_BINARY = "SOTAKG_OXIGRAPH"
 INSTALL_HINT = "pip install 'sotakg[serve]'"
 READY_PROBE = "/query?query=ASK%7B%7D"
-#: Stack of the server's threads (RUST_MIN_STACK): at the default 2 MiB a basic graph pattern of
-#: 10,000 triple patterns or 10,000 UNION arms overflows it and the server aborts; at 256 MiB (address
-#: space, used only as deep as a query needs) both evaluate. The check's limits stay below either.
-ENGINE_STACK_BYTES = 256 * 1024 * 1024
 
 
 # ------------------------------------------------------------------------------------------ the binary
