@@ -635,3 +635,10 @@ def test_png_colours_reads_a_blank_and_a_two_colour_image():
         bytes([10, 20, 30]),
         bytes([11, 22, 33]),
     }
+
+
+def test_a_character_xml_cannot_hold_does_not_stop_graphviz():
+    # U+FFFE is text to Markdown and YAML; in dot's HTML-like labels it made dot refuse the diagram
+    from sotakg.views.diagrams import _html
+
+    assert _html("a\ufffeb <c> & \x0b") == "a\ufffdb &lt;c&gt; &amp; \ufffd"

@@ -41,14 +41,20 @@ BYLINE_RE = re.compile(
 )
 BYLINE_SEPARATOR_RE = re.compile(r"\.?;\s+|\.\s+")
 #: A locator ends at a space or the end of the summary; the punctuation that closes a sentence or a
-#: clause just before that is not part of it (as Markdown's autolinks read it).
-_LOCATOR_END = r"[.,;:!?]*(?=\s|$)"
+#: clause just before that is not part of it (as Markdown's autolinks read it): it is cut off in code
+#: (``_locator_at``), since a pattern that gives it back one character at a time takes quadratic time.
+_TRAILING_PUNCTUATION = ".,;:!?"
 ARXIV_RE = re.compile(
-    r" — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-9]\d{0,2}))?" + _LOCATOR_END, re.ASCII
+    r" — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-9]\d{0,2}))?(?=[.,;:!?]*+(?:\s|$))", re.ASCII
 )
 #: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL.
-LOCATOR_RE = re.compile(r" — (?P<locator>(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]\S*?|\w+://\S*?)" + _LOCATOR_END)
-URL_RE = re.compile(r" — (?P<url>https?://\S+?)" + _LOCATOR_END)
+LOCATOR_RE = re.compile(r" — (?P<locator>(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]\S*+|\w+://\S*+)")
+URL_RE = re.compile(r" — (?P<url>https?://\S++)")
+#: An http(s) URL the rules take (``rule:paper-url``); another is kept as an unread ``locator``.
+GOOD_URL_RE = re.compile(r"https?://[^/?#\s<>\"{}|\\^`]+(?:[/?#][^\s<>\"{}|\\^`]*)?")
+#: A byline's authors hold no end of a sentence (a word of two letters or more, not "al", then ". "):
+#: ``In 2019 a rebuttal appeared. Jones (2021), LIT-018`` is prose before a byline, not its authors.
+_SENTENCE_IN_AUTHORS_RE = re.compile(r"(?<![A-Za-z])(?!al[.!?])[A-Za-z]{2,}[.!?]\s")
 #: Words that make a sentence say a supersession does not hold, or may not: "Nothing here says that
 #: ADR-059 supersedes ADR-026" states no supersession, and the import must not make one.
 NOT_STATED_RE = re.compile(
@@ -56,8 +62,21 @@ NOT_STATED_RE = re.compile(
     r"cannot|can't|won't|isn't|doesn't|didn't|wasn't|aren't|hardly)(?![\w-])|n't(?![\w-])",
     re.I | re.ASCII,
 )
-#: Where a clause starts and ends: at the end of a sentence or clause (a dash, a comma or a bracket too).
-SENTENCE_END_RE = re.compile(r"[.!?;:,()](?:\s|$)|\s[—–-]\s|\n")
+#: Where a sentence ends: at ``.``, ``!`` or ``?`` before a blank or the end, or at a line break.
+SENTENCE_END_RE = re.compile(r"[.!?](?=\s|$)|\n")
+#: Words that make a sentence report, hedge, condition or deny what it holds: a supersession in such a
+#: sentence is not stated by the page ("If accepted, ADR-026 supersedes ADR-020", "A draft ADR-026
+#: (superseding ADR-020) is under review").
+HEDGE_RE = re.compile(
+    r"(?<![\w-])(?:if|unless|whether|once|had|when|would|could|should|may|might|maybe|perhaps|allegedly|"
+    r"reportedly|supposedly|hypothetically|draft|drafts|proposed|proposal|rejected|rumou?rs?|say|says|said|"
+    r"claims|claimed|false|wrong|untrue|incorrect|mistaken|withdrawn|retracted|contrary|nope)(?![\w-])",
+    re.I | re.ASCII,
+)
+#: The longest sentence judged: a longer one holding a supersession is warned of, not imported.
+SENTENCE_CHARS = 400
+#: Any wording of a supersession, for the warning on one that was not imported.
+SUPERSESSION_WORD_RE = re.compile(r"(?<![\w-])(?:supersed|replac)\w*", re.I | re.ASCII)
 #: The only words that may come before a supersession in its clause for it to be stated plainly.
 PLAIN_LEAD_WORDS = frozenset(
     {"and", "so", "thus", "hence", "since", "then", "now", "later", "today", "here", "which", "also", "finally"}
@@ -130,8 +149,11 @@ SLUG_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.ASCII)
 #: hold as written. Other characters Python calls line breaks (NEL, U+2028, FF ...) are text to Markdown.
 LINE_BREAKS = frozenset("\n\r")
 _LINE_END_RE = re.compile(r"\r\n|\r|\n")
-_CHAR_REF_RE = re.compile(r"&#([0-9]{1,7});", re.ASCII)
-_REF_BODY_RE = re.compile(r"#([0-9]{1,7});", re.ASCII)
+#: A decimal character reference as the writer makes it (no leading zero: ``&#010;`` is text).
+_CHAR_REF_RE = re.compile(r"&#(0|[1-9][0-9]{0,6});", re.ASCII)
+_REF_BODY_RE = re.compile(r"#(0|[1-9][0-9]{0,6});", re.ASCII)
+#: What Markdown trims at a cell's edges: spaces and tabs (a no-break space is text).
+_BLANKS = " \t"
 _AMP = "&amp;"
 
 
@@ -154,7 +176,7 @@ def split_cells(line: str) -> list[str]:
     after an even run (or none) it ends the cell. Anything the writer does not escape reads as
     written: ``&amp; more``, ``&copy;``, ``C:\\temp`` are kept verbatim, so a page that is read and
     written again comes out as it went in."""
-    body = line.strip()
+    body = line.strip(_BLANKS)
     raw_cells: list[str] = []
     current: list[str] = []
     index, ended_on_pipe = 0, False
@@ -185,19 +207,19 @@ def split_cells(line: str) -> list[str]:
         raw_cells.append("".join(current))
     if body.startswith("|") and raw_cells:
         raw_cells = raw_cells[1:]
-    return [decode_cell(cell.strip()) for cell in raw_cells]
+    return [decode_cell(cell.strip(_BLANKS)) for cell in raw_cells]
 
 
 def _edges(raw: str) -> tuple[int, int]:
     """Where the leading run of whitespace references of ``raw`` ends and the trailing one starts."""
     lead = 0
-    while (found := _CHAR_REF_RE.match(raw, lead)) and (char := _referenced(found[1])) is not None and char.isspace():
+    while (found := _CHAR_REF_RE.match(raw, lead)) and (char := _referenced(found[1])) is not None and char in _BLANKS:
         lead = found.end()
     trail = len(raw)
     refs = [found for found in _CHAR_REF_RE.finditer(raw, lead)]
     for found in reversed(refs):
         char = _referenced(found[1])
-        if found.end() != trail or char is None or not char.isspace():
+        if found.end() != trail or char is None or char not in _BLANKS:
             break
         trail = found.start()
     return lead, max(trail, lead)
@@ -208,7 +230,7 @@ def _is_read(char: str | None, leading: bool, trailing: bool) -> bool:
     either edge of the cell."""
     if char is None:
         return False
-    return char in LINE_BREAKS or (char.isspace() and (leading or trailing))
+    return char in LINE_BREAKS or (char in _BLANKS and (leading or trailing))
 
 
 def _after_amps(text: str, index: int) -> tuple[str | None, int]:
@@ -269,8 +291,8 @@ def escape_cell(text: str) -> str:
     and for whitespace at either end of the cell (which a reader strips), and ``&amp;`` for an ``&``
     only where the reader would otherwise take what follows for such a reference. Nothing else is
     touched; Markdown renders all of these as the text."""
-    lead = len(text) - len(text.lstrip())
-    trail_start = len(text.rstrip()) if text.strip() else len(text)
+    lead = len(text) - len(text.lstrip(_BLANKS))
+    trail_start = len(text.rstrip(_BLANKS)) if text.strip(_BLANKS) else len(text)
     out: list[str] = []
     index = 0
     while index < len(text):
@@ -304,11 +326,7 @@ def _amp_is_read(text: str, index: int, lead: int, trail_start: int) -> bool:
 
 
 def _ids_in_order(text: str, pattern: re.Pattern[str] = RECORD_ID_RE) -> list[str]:
-    seen: list[str] = []
-    for match in pattern.findall(text):
-        if match not in seen:
-            seen.append(match)
-    return seen
+    return list(dict.fromkeys(pattern.findall(text)))
 
 
 def parse_page(text: str, source: str = "<page>", file_slug: str | None = None) -> ParsedPage:
@@ -361,9 +379,17 @@ def parse_page(text: str, source: str = "<page>", file_slug: str | None = None) 
             f"digits in the label, or name the page file <slug>.md",
         )
     seen_rows: dict[str, int] = {}
+    blank_line, warned_of_blank = 0, False
     for number, line in enumerate(lines[5:], start=6):
-        if not line.strip():
+        if not line.strip(_BLANKS):
+            blank_line = blank_line or number
             continue
+        if blank_line and not warned_of_blank:
+            page.warnings.append(
+                f"{source}:{blank_line}: a blank line inside the table (Markdown ends the table there); the rows "
+                f"after it were imported too: remove the blank line"
+            )
+            warned_of_blank = True
         cells = split_cells(line)
         if len(cells) != 4:
             raise fail(number, f"a row needs 4 cells (# | Title | Summary | Status), this one has {len(cells)}")
@@ -422,101 +448,119 @@ def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) 
     return PageRow(number, practice_id, version, title, summary or None, status or None, reason or None, status_column)
 
 
-def _locator(text: str, at: int, warnings: list[str], where: str, lit: str) -> tuple[dict[str, Any], int]:
+def _locator_at(text: str, at: int) -> tuple[str, str, str | None, int] | None:
+    """The locator at ``text[at:]`` after a byline: its kind (``arxiv``, ``url``, or ``locator`` for one
+    that cannot be read), its text, an arXiv version if any, and where it ends (before the
+    punctuation after it); None if there is none."""
+    arxiv = ARXIV_RE.match(text, at)
+    if arxiv:
+        return "arxiv", arxiv["arxiv"], arxiv["version"], arxiv.end()
+    for group, pattern in (("url", URL_RE), ("locator", LOCATOR_RE)):
+        found = pattern.match(text, at)
+        if found:
+            value = found[group].rstrip(_TRAILING_PUNCTUATION)
+            kind = "locator" if group == "url" and not GOOD_URL_RE.fullmatch(value) else group
+            return kind, value, None, found.start(group) + len(value)
+    return None
+
+
+def _locator(text: str, at: int, warnings: list[str], where: str, lit: str) -> dict[str, Any]:
     """The paper facts of the locator at ``text[at:]`` after a byline (`` — ARXIV-1811.06965.`` or
-    `` — https://...``), and where it ends (``at`` when there is none).
+    `` — https://...``).
 
     A locator that looks like one but cannot be read is kept verbatim (``locator``), with a warning,
     so that validate reports it on the paper instead of the import dropping it."""
-    arxiv = ARXIV_RE.match(text, at)
-    if arxiv:
-        facts: dict[str, Any] = {"arxiv": arxiv["arxiv"]}
-        if arxiv["version"]:
-            facts["arxiv_version"] = int(arxiv["version"])
-        return facts, arxiv.end()
-    url = URL_RE.match(text, at)
-    if url:
-        return {"url": url["url"]}, url.end()
-    unread = LOCATOR_RE.match(text, at)
-    if unread:
-        warnings.append(
-            f"{where}: cannot read the locator {unread['locator']!r} of {lit} (expected ARXIV-YYMM.NNNNN "
-            f"or an http(s) URL); kept verbatim as the paper's `locator`, which validate reports"
-        )
-        return {"locator": unread["locator"]}, unread.end()
-    return {}, at
+    found = _locator_at(text, at)
+    if found is None:
+        return {}
+    kind, value, version, _ = found
+    if kind == "arxiv":
+        return {"arxiv": value, "arxiv_version": int(version)} if version else {"arxiv": value}
+    if kind == "url":
+        return {"url": value}
+    warnings.append(
+        f"{where}: cannot read the locator {value!r} of {lit} (expected ARXIV-YYMM.NNNNN "
+        f"or an http(s) URL); kept verbatim as the paper's `locator`, which validate reports"
+    )
+    return {"locator": value}
 
 
 def _bylines(summary: str) -> list[re.Match[str]]:
     """The bylines a summary opens with: the first at its start, each next one after ``; `` or ``. ``
-    (past the locator of the one before)."""
+    (past the locator of the one before). A byline is followed by a locator, `` — `` and a note, a
+    separator or the end of the summary, and its authors hold no end of a sentence: anything else is
+    prose, not a byline."""
     found: list[re.Match[str]] = []
     at = 0
     while (byline := BYLINE_RE.match(summary, at)) is not None:
-        found.append(byline)
-        end = byline.end()
-        for pattern in (ARXIV_RE, URL_RE, LOCATOR_RE):
-            locator = pattern.match(summary, end)
-            if locator:
-                # up to the punctuation after it, which may be the separator
-                end = locator.start() + len(locator.group().rstrip(".,;:!?"))
-                break
+        if _SENTENCE_IN_AUTHORS_RE.search(byline["authors"]):
+            break
+        locator = _locator_at(summary, byline.end())
+        end = byline.end() if locator is None else locator[3]
         separator = BYLINE_SEPARATOR_RE.match(summary, end)
+        followed = summary.startswith(DASH, end) or not summary[end:].strip().strip(_TRAILING_PUNCTUATION)
+        if locator is None and separator is None and not followed:
+            break  # words right after it: prose ("Later work by Smith (2020), LIT-017 showed more")
+        found.append(byline)
         if separator is None:
             break
         at = separator.end()
     return found
 
 
-def _clause(text: str, start: int, end: int, stops: list[tuple[int, int]]) -> tuple[str | None, str, str]:
-    """The words of the clause around ``text[start:end]`` before it (None when there are more than a
-    plain lead could hold) and after it, and what ends the clause (its punctuation, or "" at the end of
-    the text). ``stops``: where each end of a sentence or clause (``SENTENCE_END_RE``) of the text
-    starts and ends, in order."""
+def _sentence(text: str, start: int, end: int, stops: list[tuple[int, int]]) -> tuple[int, int, str]:
+    """Where the sentence around ``text[start:end]`` starts and ends, and what ends it (``.``, ``!``,
+    ``?``, or "" at a line break or the end of the text). ``stops``: each end of a sentence
+    (``SENTENCE_END_RE``) of the text, in order."""
     import bisect
 
-    before = bisect.bisect_right(stops, (start, start)) - 1  # the last that ends at or before start
-    while before >= 0 and stops[before][1] > start:
-        before -= 1
+    before = bisect.bisect_left(stops, (start, -1)) - 1  # the last stop that starts before start
     begin = stops[before][1] if before >= 0 else 0
     after = bisect.bisect_left(stops, (end, -1))
-    stop, ending = len(text), ""
     if after < len(stops):
-        stop = stops[after][0]
-        ending = text[stops[after][0] : stops[after][1]].strip()
-    # Only a few words of a clause matter here (a plain lead is a few linking words): a clause of a
-    # long text without punctuation is cut, so each supersession in it costs the same.
-    after_text = text[end:stop] if stop - end <= _CLAUSE_CHARS else text[end : end + _CLAUSE_CHARS] + "…"
-    return (text[begin:start] if start - begin <= _CLAUSE_CHARS else None), after_text, ending
+        return begin, stops[after][0], text[stops[after][0] : stops[after][1]].strip()
+    return begin, len(text), ""
 
 
-#: How much of a clause, before and after a supersession, is looked at.
-_CLAUSE_CHARS = 160
+def _hedged(sentence: str) -> bool:
+    return NOT_STATED_RE.search(sentence) is not None or HEDGE_RE.search(sentence) is not None
 
 
 def _plainly_stated(text: str, match: re.Match[str], stops: list[tuple[int, int]]) -> tuple[bool, str]:
-    """Whether a prose supersession is stated plainly: an active or passive verb in the present or
-    past (no modal, no infinitive), nothing after it in its clause, only a few linking words before
-    it, no question. Returns the verdict and the clause, for the warning."""
-    before, after, ending = _clause(text, match.start(), match.end(), stops)
-    clause = f"{'…' if before is None else before}{match.group()}{after}".strip()
+    """Whether a prose supersession is stated plainly: its sentence is just the statement (an active
+    or passive verb in the present or past, no modal, no infinitive), after at most a few linking
+    words (``PLAIN_LEAD_WORDS``), and ends with a full stop or the text. Returns the verdict and the
+    sentence, for the warning."""
+    begin, stop, ending = _sentence(text, match.start(), match.end(), stops)
+    if stop - begin > SENTENCE_CHARS:
+        return False, text[max(begin, match.start() - 40) : match.end() + 40]
+    before, after = text[begin : match.start()], text[match.end() : stop]
     auxiliary = match["auxiliary"].lower()
     verb = match["verb"].lower()
     if match["by"]:
         plain_verb = verb in {"superseded", "replaced"} and auxiliary in _PLAIN_PASSIVE
     else:
         plain_verb = verb in _PLAIN_ACTIVE and auxiliary == ""
-    lead = None if before is None else before.lower().replace(",", " ").split()
+    lead = before.split()
     plain = (
         plain_verb
-        and before is not None
-        and lead is not None
-        and ending != "?"
+        and ending in (".", "!", "")
         and not after.strip()
-        and all(word in PLAIN_LEAD_WORDS for word in lead)
-        and not NOT_STATED_RE.search(before)
+        and all(word.lower() in PLAIN_LEAD_WORDS for word in lead)
     )
-    return plain, clause
+    return plain, text[begin:stop].strip()
+
+
+def _stated_aside(text: str, match: re.Match[str], stops: list[tuple[int, int]]) -> tuple[bool, str]:
+    """Whether an aside supersession (``ADR-026 (superseding ADR-020)``) is stated: its sentence
+    neither hedges nor denies (``_hedged``), and the aside is not shared by a list of ADRs
+    (``ADR-020 and ADR-021 (superseded by ADR-026)``). Returns the verdict and the sentence."""
+    begin, stop, _ = _sentence(text, match.start(), match.end(), stops)
+    sentence = text[begin:stop].strip()
+    if stop - begin > SENTENCE_CHARS:
+        return False, text[max(begin, match.start() - 40) : match.end() + 40]
+    listed = re.search(r"ADR-\d+(?:,| and| or|, and) $", text[max(begin, match.start() - 16) : match.start()])
+    return not _hedged(sentence) and listed is None, sentence
 
 
 def _supersede(adrs: dict[str, dict[str, Any]], new: str, old: str, warnings: list[str], where: str) -> None:
@@ -610,7 +654,7 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
                 if len(years) == len(lits):
                     facts["year"] = years[index]
                 if len(lits) == 1:
-                    facts.update(_locator(summary, byline.end(), page.warnings, where, lit)[0])
+                    facts.update(_locator(summary, byline.end(), page.warnings, where, lit))
                 elif index == 0 and LOCATOR_RE.match(summary, byline.end()):
                     page.warnings.append(
                         f"{where} gives one locator after {len(lits)} papers; it was "
@@ -637,22 +681,42 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
     texts += [(r.line, text) for r in page.rows for text in (r.reason or "", r.summary or "") if text]
     for line, text in texts:
         where = f"{source}:{line}"
+        if SUPERSESSION_WORD_RE.search(text) is None:
+            continue
+        stops = [found.span() for found in SENTENCE_END_RE.finditer(text)]
+        judged: list[tuple[int, int]] = []  # the spans of the supersessions imported or warned of
         for match in SUPERSEDES_ASIDE_RE.finditer(text):
+            judged.append(match.span())
+            stated, sentence = _stated_aside(text, match, stops)
+            if not stated:
+                page.warnings.append(
+                    f"{where}: {match.group()!r} is not imported as a supersession: its sentence does not plainly "
+                    f"state it ({sentence[:80]!r}); add it to the ADRs by hand if it holds"
+                )
+                continue
             _supersede(adrs, match["new"] or match["new2"], match["old"] or match["old2"], page.warnings, where)
-        stops: list[tuple[int, int]] | None = None
         for match in SUPERSEDES_PROSE_RE.finditer(text):
-            if stops is None:
-                stops = [found.span() for found in SENTENCE_END_RE.finditer(text)]
-            plain, clause = _plainly_stated(text, match, stops)
+            judged.append(match.span())
+            plain, sentence = _plainly_stated(text, match, stops)
             if not plain:
                 page.warnings.append(
                     f"{where}: {match.group()!r} is not imported as a supersession: its sentence does not plainly "
-                    f"state it ({clause[:80]!r}); add it to the ADRs by hand if it holds"
+                    f"state it ({sentence[:80]!r}); add it to the ADRs by hand if it holds"
                 )
                 continue
             first, second = match["first"].upper(), match["second"].upper()
             new, old = (second, first) if match["by"] else (first, second)
             _supersede(adrs, new, old, page.warnings, where)
+        if ADR_RE.search(text) is None:
+            continue
+        for word in SUPERSESSION_WORD_RE.finditer(text):
+            if not any(start <= word.start() < end for start, end in judged):
+                page.warnings.append(
+                    f"{where}: {word.group()!r} ({text[max(0, word.start() - 30) : word.end() + 30]!r}) may state a "
+                    f"supersession of ADRs in a form the import does not read; none was imported: add it to the "
+                    f"ADRs by hand if it holds"
+                )
+                break  # one warning a text
 
     registry: dict[str, Any] = {"title": page.scheme_title, "description": page.scheme_description}
     if page.registry_size is not None:

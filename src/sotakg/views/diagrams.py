@@ -471,10 +471,15 @@ def _topic_groups(diagram: Diagram, topic: Node) -> list[tuple[str, str, list[No
     return groups
 
 
+#: Characters XML 1.0 cannot hold, which Graphviz's HTML-like labels are parsed as: shown as U+FFFD.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def _html(text: str) -> str:
-    """Text inside a Graphviz HTML-like label or attribute; line breaks as character references."""
+    """Text inside a Graphviz HTML-like label or attribute; line breaks as character references, and
+    a character XML cannot hold (U+FFFE) as U+FFFD, or dot refuses the whole diagram."""
     escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-    return escaped.replace("\n", "&#10;")
+    return _NOT_XML.sub("\ufffd", escaped).replace("\n", "&#10;")
 
 
 def _dot_table(name: str, heading: str, style_name: str, members: list[Node], links: Mapping[str, str] | None) -> str:
