@@ -428,3 +428,16 @@ def test_a_name_whose_prefix_the_engine_does_not_know_is_a_syntax_error():
     assert reference_check("SELECT * WHERE { ?s a sota:Practice }") == "SELECT"
     with pytest.raises(QuerySyntaxError, match=r"the prefix sota: is not declared"):
         reference_check("SELECT * WHERE { ?s a sota:Practice }", predeclared=False)
+
+
+def test_a_prefix_and_local_part_that_make_an_authority_are_not_surely_an_iri():
+    # "h:/" and "/9:&" make "h://9:&", whose port is no port: the engine would read the name again
+    from pyoxigraph import NamedNode
+
+    from sotakg.query.sparql import _surely_an_iri
+
+    for base, local in (("h:/", "\\/9:&"), ("urn:/", "\\/:z/'")):
+        with pytest.raises(ValueError):
+            NamedNode(base + local.replace("\\", ""))
+        assert not _surely_an_iri(base, local)
+    assert _surely_an_iri("http://x/", "a/b") and _surely_an_iri("urn:x/", "y")

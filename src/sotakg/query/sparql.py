@@ -801,6 +801,7 @@ def _first_glued_frame_keyword(
 #: IRI (ASCII only, the local part in the path, or in the fragment without another '#'): where a name
 #: is not sure to be one, the engine may read its prefix alone and its local part again.
 _SIMPLE_BASE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[!#-;=?-\[\]_a-z~]*")
+_WITH_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 _SIMPLE_LOCAL = re.compile(r"(?:[A-Za-z0-9._~:@!$&'()*+,;=/?#\-]|%[0-9A-Fa-f]{2})*")
 
 
@@ -808,6 +809,8 @@ def _surely_an_iri(base: str, local: str) -> bool:
     local = local.replace("\\", "")
     if not _SIMPLE_BASE.fullmatch(base) or not _SIMPLE_LOCAL.fullmatch(local) or base.endswith(("//", ":")):
         return False
+    if _WITH_AUTHORITY.match(base + local) and not _WITH_AUTHORITY.match(base):
+        return False  # "h:/" and "/9:&" make an authority, whose port may not be valid
     if _AUTHORITY_ONLY.fullmatch(f"<{base}>"):
         return False
     return local.count("#") + base.count("#") <= 1
