@@ -937,11 +937,24 @@ class _EndlessEngine:
         self.stopped: list[float] = []
         self.last_chunk_sent = 0.0
         self.port = 0
+        self.answering = self.most_at_once = 0
+        self.lock = threading.Lock()
+        self.stop_asked = threading.Event()
 
     def answer(self, connection: socket.socket) -> None:
         data = b""
         while b"\r\n\r\n" not in data:
             data += connection.recv(4096)
+        with self.lock:
+            self.answering += 1
+            self.most_at_once = max(self.most_at_once, self.answering)
+        try:
+            self._answer(connection)
+        finally:
+            with self.lock:
+                self.answering -= 1
+
+    def _answer(self, connection: socket.socket) -> None:
         connection.sendall(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/csv\r\nTransfer-Encoding: chunked\r\n\r\n"
             + b"12000\r\n"
@@ -952,13 +965,18 @@ class _EndlessEngine:
         while time.monotonic() < ends and not self.stopped:
             connection.sendall(b"10\r\n" + b"y" * 16 + b"\r\n")
             self.last_chunk_sent = time.monotonic()
-            time.sleep(0.05)
+            self.stop_asked.wait(0.05)
 
     def address(self, wait: float):
         return "127.0.0.1", self.port, 3
 
     def stop_runaway(self, generation: int, reason: str) -> None:
+        # As a real engine's stop does, it ends every answer in progress before it returns.
         self.stopped.append(time.monotonic())
+        self.stop_asked.set()
+        ends = time.monotonic() + 2
+        while self.answering and time.monotonic() < ends:
+            time.sleep(0.01)
 
     def has_stopped(self, generation: int, wait: float) -> bool:
         return False
@@ -997,8 +1015,35 @@ def test_an_answer_no_client_takes_keeps_its_deadline_and_the_engine_is_stopped_
             while not engine.stopped and time.monotonic() < deadline:
                 time.sleep(0.05)
     assert engine.stopped, "the engine was left computing the abandoned query"
+    assert len(engine.stopped) == 1
     assert engine.stopped[0] - started < timeout + 2
     assert engine.last_chunk_sent - started > timeout - 0.5  # the guard read on until the deadline
+
+
+def test_abandoned_answers_count_against_max_concurrent():
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    engine = _EndlessEngine()
+    with stand_in_server(engine.answer) as (port, _):
+        engine.port = port
+        settings = GuardSettings(
+            "127.0.0.1",
+            port,
+            engine=engine,
+            upstream_seconds=1.5,
+            max_result_bytes=1000,
+            max_concurrent=1,
+            wait_seconds=5.0,
+            log=lambda line: None,
+        )
+        with running_guard("127.0.0.1", 0, settings) as guard:
+            request = b"GET /query?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            clients = [threading.Thread(target=raw_request, args=(guard.port, request, 10)) for _ in range(3)]
+            for client in clients:
+                client.start()
+            for client in clients:
+                client.join(15)
+    assert engine.most_at_once == 1
 
 
 def test_a_query_spelled_with_percent_escapes_is_no_service_description(built_store):

@@ -72,6 +72,8 @@ DEFAULT_MAX_CONNECTIONS = 512
 #: Seconds between two looks of the watchdog at the deadlines of requests being read.
 WATCH_SECONDS = 0.25
 CHUNK = 1 << 16
+#: How much of an answer no client takes is read and dropped before the engine's connection closes.
+DRAIN_ANSWER_BYTES = 1 << 20
 #: How much of a refused body is read and dropped, and for how long, before the connection closes.
 DRAIN_BYTES = 64 * 1024 * 1024
 DRAIN_SECONDS = 5.0
@@ -384,6 +386,8 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         # for the client's delayed acknowledgement (tens of milliseconds per answer).
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._pooled: tuple[tuple[str, int, int], EngineConnection] | None = None
+        #: The answer being relayed, until it is read to its end or abandoned (``_abandon``).
+        self._pending: tuple[EngineAnswer, EngineConnection, float, int] | None = None
 
     def parse_request(self) -> bool:
         """Read the request line and header fields strictly (``wire``); False once the connection
@@ -545,34 +549,45 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 return
             break
         complete = False
+        self._pending = (response, upstream, deadline, generation)
         try:
             complete = self._relay(response, upstream, deadline, generation, turn)
         finally:
-            if not response.isclosed():
-                # The client has all it gets (a HEAD, an answer cut at the cap, a client gone or too
-                # slow), but the engine is still working on the query: its time runs on to the deadline.
-                self._drain_abandoned(response, upstream, deadline, generation)
+            # A client gone or too slow: the turn is still held here (the other ways out drain
+            # before they give it back).
+            self._abandon()
             if not complete or response.will_close or not response.isclosed():
                 self._drop_pooled()
 
-    def _drain_abandoned(
-        self, response: EngineAnswer, upstream: EngineConnection, deadline: float, generation: int
-    ) -> None:
-        """Read and drop the rest of an answer no client takes, until the engine ends it or the query's
-        deadline passes; then the engine is stopped as for any query past ``--timeout``. Closing the
-        connection instead would leave the engine computing until it next writes, which for a query
-        whose later rows are costly may be hours away."""
+    def _abandon(self) -> None:
+        """Read and drop the rest of an answer no client takes (a HEAD, an answer cut at the cap, a
+        client gone or too slow), until the engine ends it, ``DRAIN_ANSWER_BYTES`` have come, or the
+        query's deadline passes; then the engine is stopped as for any query past ``--timeout``.
+        Closing the connection at once would leave the engine computing until it next writes, which
+        for a query whose later rows are costly may be hours away; an engine still writing after the
+        budget sees the close at its next write. Called with the query's turn held, so abandoned
+        queries count against ``--max-concurrent``; an answer with a length was complete already."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        response, upstream, deadline, generation = pending
+        if response.isclosed() or response.length is not None:
+            return
+        left = DRAIN_ANSWER_BYTES
         try:
-            while True:
+            while left > 0:
                 self._wait_budget(upstream, deadline)
-                if not response.read1(CHUNK):
+                data = response.read1(CHUNK)
+                if not data:
                     return
+                left -= len(data)
         except TimeoutError:
             self._stop_engine(generation)
         except (OSError, http.client.HTTPException):
             return  # the engine ended the connection: it is done with the query
 
     def _timed_out(self, generation: int, turn: _Turn) -> None:
+        self._pending = None
         settings = self.server.settings
         seconds = settings.upstream_seconds
         settings.log(f"sotakg serve: {self.command} {self._short()} ran past {seconds:g} s; stopping the engine")
@@ -677,6 +692,8 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         held = "".join(lines).encode("iso-8859-1")
         self.close_connection = True  # until the answer is through
         if no_body or buffered is not None:
+            if no_body:
+                self._abandon()  # a HEAD: the engine computes the body all the same
             turn.release()
             if no_body or not buffered:
                 self.wfile.write(held)
@@ -721,6 +738,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 if out.gone:
                     return False  # the client went away: stop reading the engine's answer for nobody
                 if sent + len(data) > settings.max_result_bytes:
+                    self._abandon()
                     turn.release()
                     out.finish(held + _piece(data[: settings.max_result_bytes - sent], chunked))
                     settings.log(
@@ -758,6 +776,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         upstream.settimeout(remaining)
 
     def _stop_engine(self, generation: int) -> None:
+        self._pending = None  # the engine is stopped: nothing more to read of its answer
         settings = self.server.settings
         settings.log(f"sotakg serve: {self.command} {self._short()} ran past {settings.upstream_seconds:g} s")
         if settings.engine is not None:
@@ -788,10 +807,12 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 if not data:
                     return body
                 if len(body) + len(data) > settings.max_result_bytes and stop_after is None:
+                    self._abandon()
                     turn.release()
                     self._too_large()
                     return None
                 if not self.server.buffers.reserve(len(data)):
+                    self._abandon()
                     turn.release()
                     settings.log(
                         f"sotakg serve: refused the answer to {self.command} {self._short()}: "
