@@ -482,3 +482,16 @@ def test_a_chain_as_long_as_the_check_lets_by_does_not_crash_the_engine(runner, 
     result = runner.invoke(cli, ["sparql", chain(low)])
     assert result.exit_code == 0, result.output
     assert result.output.strip() in ("true", "false")
+
+
+def test_a_worker_without_room_for_a_deep_stack_still_answers():
+    # Under a limit on address space (ulimit -v) the 256 MiB thread cannot start: a smaller one does
+    script = (
+        "import resource, sys; sys.path.insert(0, 'src')\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (600 * 2**20, 600 * 2**20))\n"
+        "from sotakg.query.sparql import run_in_worker\n"
+        "print(run_in_worker(lambda: b'answered', 20).decode())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "answered"

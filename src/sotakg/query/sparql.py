@@ -51,6 +51,8 @@ MAX_UNIONS = 1000
 #: 10,000 UNION arms overflows it, on the 8 MiB of a main thread a chain of 3,000 MINUS; at 256 MiB
 #: (address space, used only as deep as a query needs) they evaluate. The check's limits stay below.
 ENGINE_STACK_BYTES = 256 * 1024 * 1024
+#: Where the query worker stops halving its thread's stack when the address space has no room for it.
+_SMALLEST_ENGINE_STACK = 8 * 1024 * 1024
 _TERM_KINDS = frozenset({"var", "iri", "pname", "string", "number"})
 
 Bindings = Mapping["Variable", Term]
@@ -1244,11 +1246,19 @@ def _on_a_deep_stack(work: Callable[[], bytes]) -> bytes:
         except BaseException as error:  # noqa: BLE001 - reported to the parent, never raised here
             answer.append(_WORKER_FAILED + f"{type(error).__name__}: {error}".encode())
 
-    threading.stack_size(ENGINE_STACK_BYTES)
-    thread = threading.Thread(target=run, name="sotakg-query")
-    thread.start()
-    thread.join()
-    return answer[0] if answer else _WORKER_FAILED + b"the query's thread ended without an answer"
+    size = ENGINE_STACK_BYTES
+    while size >= _SMALLEST_ENGINE_STACK:
+        try:
+            threading.stack_size(size)
+            thread = threading.Thread(target=run, name="sotakg-query")
+            thread.start()
+        except (RuntimeError, MemoryError, ValueError):
+            size //= 2  # a limit on address space (ulimit -v) has no room for it: a smaller stack
+            continue
+        thread.join()
+        return answer[0] if answer else _WORKER_FAILED + b"the query's thread ended without an answer"
+    run()  # no thread could start at all: the main thread's stack, as before
+    return answer[0]
 
 
 def _no_core_dump() -> None:
