@@ -488,7 +488,7 @@ def test_a_worker_without_room_for_a_deep_stack_still_answers():
     # Under a limit on address space (ulimit -v) the 256 MiB thread cannot start: a smaller one does
     script = (
         "import resource, sys; sys.path.insert(0, 'src')\n"
-        "resource.setrlimit(resource.RLIMIT_AS, (600 * 2**20, 600 * 2**20))\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (200 * 2**20, 200 * 2**20))\n"
         "from sotakg.query.sparql import run_in_worker\n"
         "print(run_in_worker(lambda: b'answered', 20).decode())\n"
     )
