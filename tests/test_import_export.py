@@ -800,6 +800,11 @@ def test_an_arxiv_id_before_a_semicolon_is_read(runner, tmp_path):
         "Nothing says ADR-031 (superseding ADR-030) holds.",
         "A draft ADR-031 (superseding ADR-030) is under review.",
         "ADR-029 and ADR-030 (superseded by ADR-031) are gone.",
+        "Does ADR-031 (superseding ADR-030) apply here?",
+        "If Huang et al. are right, ADR-031 (superseding ADR-030) holds.",
+        "Jones proposes ADR-031 (superseding ADR-030).",
+        "ADR-031 (superseding ADR-030)... or not.",
+        "ADR-031 (superseding ADR-030) is under review.",
     ],
 )
 def test_an_aside_in_a_sentence_that_hedges_or_shares_it_is_warned_of_not_imported(runner, tmp_path, sentence):
@@ -807,6 +812,14 @@ def test_an_aside_in_a_sentence_that_hedges_or_shares_it_is_warned_of_not_import
     assert result.exit_code == 0, result.output
     assert "superseded_by" not in _read(data, "adrs", "ADR-030")
     assert f"warning: {page}:{line}: " in result.output and "is not imported as a supersession" in result.output
+
+
+def test_lowercase_ids_make_no_supersession(runner, tmp_path):
+    _page, _line, data, result = _imported_with_row(
+        runner, tmp_path, "| SOTA-986 | T | adr-031 supersedes adr-030. | Proposed |"
+    )
+    assert result.exit_code == 0, result.output
+    assert not (data / "adrs" / "ADR-030.yaml").exists() and not (data / "adrs" / "adr-030.yaml").exists()
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ The format, line by line::
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -63,14 +64,20 @@ NOT_STATED_RE = re.compile(
     re.I | re.ASCII,
 )
 #: Where a sentence ends: at ``.``, ``!`` or ``?`` before a blank or the end, or at a line break.
-SENTENCE_END_RE = re.compile(r"[.!?](?=\s|$)|\n")
+SENTENCE_END_RE = re.compile(
+    # not the dot of an ellipsis, an initial (J.) or a common abbreviation (et al., e.g., i.e., etc., vs.)
+    r"(?<!\.)(?<![\s(.][A-Za-z])(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!etc)(?<!\bvs)(?<!\bcf)[.!?](?!\.)(?=\s|$)|\n"
+)
 #: Words that make a sentence report, hedge, condition or deny what it holds: a supersession in such a
 #: sentence is not stated by the page ("If accepted, ADR-026 supersedes ADR-020", "A draft ADR-026
 #: (superseding ADR-020) is under review").
 HEDGE_RE = re.compile(
     r"(?<![\w-])(?:if|unless|whether|once|had|when|would|could|should|may|might|maybe|perhaps|allegedly|"
-    r"reportedly|supposedly|hypothetically|draft|drafts|proposed|proposal|rejected|rumou?rs?|say|says|said|"
-    r"claims|claimed|false|wrong|untrue|incorrect|mistaken|withdrawn|retracted|contrary|nope)(?![\w-])",
+    r"reportedly|supposedly|hypothetically|draft|drafts|propose|proposes|proposed|proposal|rejected|rumou?rs?|"
+    r"say|says|said|claims|claimed|believe|believes|believed|think|thinks|suggest|suggests|suggested|expect|"
+    r"expects|expected|hope|hopes|planned|pending|tentative|tentatively|review|abandoned|rescinded|revoked|"
+    r"disputed|contested|doubt|doubtful|false|wrong|untrue|incorrect|mistaken|withdrawn|retracted|contrary|nope)"
+    r"(?![\w-])",
     re.I | re.ASCII,
 )
 #: The longest sentence judged: a longer one holding a supersession is warned of, not imported.
@@ -90,10 +97,10 @@ SUPERSEDES_ASIDE_RE = re.compile(
 )
 #: A supersession in prose, in any tense or mood: stated only where its clause says just that.
 SUPERSEDES_PROSE_RE = re.compile(
-    r"\b(?P<first>ADR-\d+)(?P<auxiliary>(?: (?:is|was|has|had|been|will|would|may|might|should|could|can|"
-    r"must|does|did|do|to|not|now|also))*) (?P<verb>supersedes|superseded|supersede|superseding|replaces|"
-    r"replaced|replace|replacing)(?P<by> by)? (?P<second>ADR-\d+)\b",
-    re.ASCII | re.I,
+    r"\b(?P<first>ADR-\d+)(?P<auxiliary>(?i:(?: (?:is|was|has|had|been|will|would|may|might|should|could|can|"
+    r"must|does|did|do|to|not|now|also))*)) (?P<verb>(?i:supersedes|superseded|supersede|superseding|replaces|"
+    r"replaced|replace|replacing))(?P<by>(?i: by))? (?P<second>ADR-\d+)\b",
+    re.ASCII,
 )
 _PLAIN_ACTIVE = frozenset({"supersedes", "superseded", "replaces", "replaced"})
 _PLAIN_PASSIVE = {"": None, " is": None, " was": None, " has been": None, " had been": None}
@@ -512,8 +519,6 @@ def _sentence(text: str, start: int, end: int, stops: list[tuple[int, int]]) -> 
     """Where the sentence around ``text[start:end]`` starts and ends, and what ends it (``.``, ``!``,
     ``?``, or "" at a line break or the end of the text). ``stops``: each end of a sentence
     (``SENTENCE_END_RE``) of the text, in order."""
-    import bisect
-
     before = bisect.bisect_left(stops, (start, -1)) - 1  # the last stop that starts before start
     begin = stops[before][1] if before >= 0 else 0
     after = bisect.bisect_left(stops, (end, -1))
@@ -555,12 +560,12 @@ def _stated_aside(text: str, match: re.Match[str], stops: list[tuple[int, int]])
     """Whether an aside supersession (``ADR-026 (superseding ADR-020)``) is stated: its sentence
     neither hedges nor denies (``_hedged``), and the aside is not shared by a list of ADRs
     (``ADR-020 and ADR-021 (superseded by ADR-026)``). Returns the verdict and the sentence."""
-    begin, stop, _ = _sentence(text, match.start(), match.end(), stops)
-    sentence = text[begin:stop].strip()
+    begin, stop, ending = _sentence(text, match.start(), match.end(), stops)
     if stop - begin > SENTENCE_CHARS:
         return False, text[max(begin, match.start() - 40) : match.end() + 40]
+    sentence = text[begin:stop].strip()
     listed = re.search(r"ADR-\d+(?:,| and| or|, and) $", text[max(begin, match.start() - 16) : match.start()])
-    return not _hedged(sentence) and listed is None, sentence
+    return ending != "?" and not _hedged(sentence) and listed is None, sentence
 
 
 def _supersede(adrs: dict[str, dict[str, Any]], new: str, old: str, warnings: list[str], where: str) -> None:
@@ -709,8 +714,10 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
             _supersede(adrs, new, old, page.warnings, where)
         if ADR_RE.search(text) is None:
             continue
+        judged.sort()
         for word in SUPERSESSION_WORD_RE.finditer(text):
-            if not any(start <= word.start() < end for start, end in judged):
+            inside = bisect.bisect_right(judged, (word.start(), len(text))) - 1
+            if inside < 0 or not judged[inside][0] <= word.start() < judged[inside][1]:
                 page.warnings.append(
                     f"{where}: {word.group()!r} ({text[max(0, word.start() - 30) : word.end() + 30]!r}) may state a "
                     f"supersession of ADRs in a form the import does not read; none was imported: add it to the "
