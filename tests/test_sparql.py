@@ -288,7 +288,7 @@ def test_an_engine_crash_is_a_clean_error(built_store, monkeypatch):
     monkeypatch.setattr(sparql, "check_query", lambda text, max_depth=0: None)
     reckless = LocalBackend(built_store[1], max_depth=10**6)
     with pytest.raises(QueryFailed, match=r"^the query engine crashed \(SIG[A-Z]+\)"):
-        reckless.run(nested(20000))
+        reckless.run(nested(200_000))  # past what the worker thread's 256 MiB stack holds
 
 
 def test_a_worker_dying_by_a_signal_is_reported(backend, monkeypatch):
