@@ -222,6 +222,11 @@ def test_head_the_description_and_the_pages_endpoint(data_copy, tmp_path):
         assert b"sparql-service-description#SPARQL11Query" in description or b"sd:SPARQL11Query" in description
         assert b"BasicFederatedQuery" not in description
         assert b"EmptyGraphs" in description
+        for media in ("text/turtle", "application/rdf+xml", "application/n-triples"):  # relative IRIs too
+            request = urllib.request.Request(served.base + "/query", headers={"Accept": media})
+            with urllib.request.urlopen(request, timeout=15) as response:
+                described = response.read()
+            assert b"BasicFederatedQuery" not in described and b"EmptyGraphs" in described, media
         posted = answer_of(served.base + "/sparql", "POST", b"ASK {}", "application/sparql-query")
         assert posted[0] == 200 and posted[2] == b'{"head":{},"boolean":true}'
         form = urllib.parse.urlencode({"query": "ASK { SERVICE <http://127.0.0.1:9/> {} }"}).encode()

@@ -72,6 +72,8 @@ DEFAULT_MAX_CONNECTIONS = 512
 #: Seconds between two looks of the watchdog at the deadlines of requests being read.
 WATCH_SECONDS = 0.25
 CHUNK = 1 << 16
+#: A Host header that can stand in a URL as it is: a name or IPv4 address, or a bracketed IPv6 one, and a port.
+_PLAIN_AUTHORITY = re.compile(r"(?:[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?")
 #: How much of an answer no client takes is read and dropped before the engine's connection closes.
 DRAIN_ANSWER_BYTES = 1 << 20
 #: How much of a refused body is read and dropped, and for how long, before the connection closes.
@@ -610,6 +612,15 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
     def _short(self) -> str:
         return self.path if len(self.path) <= 80 else self.path[:79] + "…"
 
+    def _own_url(self) -> str:
+        """This request's URL as the client addressed the guard (its Host, where that is a plain
+        host and port), without the query string: the base of the service description's ``<>``."""
+        host = self.headers.get("Host") or ""
+        if not _PLAIN_AUTHORITY.fullmatch(host):
+            name, port = str(self.server.server_address[0]), int(self.server.server_address[1])
+            host = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+        return f"http://{host}{urllib.parse.urlsplit(self.path).path}"
+
     def _is_description(self) -> bool:
         # A query string is read as the engine reads it (``%71uery=`` is a query too).
         parts = urllib.parse.urlsplit(self.path)
@@ -650,7 +661,15 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             buffered = self._read_all(response, upstream, deadline, generation, turn)
             if buffered is None:
                 return False
-            buffered = without_federation(bytes(buffered), response.getheader("Content-Type") or "")
+            try:
+                buffered = without_federation(
+                    bytes(buffered), response.getheader("Content-Type") or "", self._own_url()
+                )
+            except DescriptionUnreadable as error:
+                turn.release()
+                settings.log(f"sotakg serve: could not take federation out of the service description: {error}")
+                self._plain(502, "the server could not prepare its service description; ask for N-Triples\n")
+                return False
             length = len(buffered)
         elif length is None and not no_body and self.request_version != "HTTP/1.1":
             # No chunked encoding for this client: an answer cut short would look complete. Buffer it
@@ -860,20 +879,29 @@ def _piece(data: bytes, chunked: bool) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
 
 
-def without_federation(body: bytes, content_type: str) -> bytes:
+def without_federation(body: bytes, content_type: str, base_iri: str = "http://localhost/query") -> bytes:
     """The service description without ``sd:feature sd:BasicFederatedQuery``: the guard refuses
-    SERVICE, so it must not be advertised. Read and written in the answer's own format."""
+    SERVICE, so it must not be advertised. Read in the answer's own format, its relative IRIs (Turtle's
+    and RDF/XML's ``<>``, the service itself) against ``base_iri``, and written in that format with
+    absolute IRIs. A description that cannot be read that way is not passed on as it is (it would
+    still advertise SERVICE): ``DescriptionUnreadable``."""
     from pyoxigraph import NamedNode, RdfFormat, parse, serialize
 
     media = content_type.split(";", 1)[0].strip().lower()
     rdf_format = RdfFormat.from_media_type(media) if media else None
     if rdf_format is None:
+        if SD_FEDERATED.encode() in body:
+            raise DescriptionUnreadable(f"a service description of type {media or 'none'!r}")
         return body
     try:
-        triples = [t for t in parse(body, format=rdf_format) if t.object != NamedNode(SD_FEDERATED)]
-    except SyntaxError:
-        return body
+        triples = [t for t in parse(body, format=rdf_format, base_iri=base_iri) if t.object != NamedNode(SD_FEDERATED)]
+    except (SyntaxError, ValueError) as error:
+        raise DescriptionUnreadable(str(error)) from None
     return serialize(triples, format=rdf_format) or b""
+
+
+class DescriptionUnreadable(Exception):
+    """The engine's service description could not be read to take federation out of it."""
 
 
 class _Turn:
