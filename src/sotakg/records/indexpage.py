@@ -176,6 +176,14 @@ def _referenced(code: str) -> str | None:
     return chr(number)
 
 
+_BACKSLASHES_RE = re.compile(r"\\*")
+
+
+def _backslashes_end(text: str, index: int) -> int:
+    """Where the run of backslashes starting at ``text[index]`` ends."""
+    return _BACKSLASHES_RE.match(text, index).end()  # type: ignore[union-attr]  # "*" matches anywhere
+
+
 def split_cells(line: str) -> list[str]:
     """The cells of a Markdown table row, unescaped: the exact inverse of ``escape_cell``.
 
@@ -190,9 +198,7 @@ def split_cells(line: str) -> list[str]:
     while index < len(body):
         char = body[index]
         if char == "\\":
-            run_end = index
-            while run_end < len(body) and body[run_end] == "\\":
-                run_end += 1
+            run_end = _backslashes_end(body, index)
             run = run_end - index
             if run_end < len(body) and body[run_end] == "|" and run % 2:
                 current.append(body[index : run_end + 1])  # the escaped pipe stays escaped until decoded
@@ -262,9 +268,7 @@ def decode_cell(raw: str) -> str:
     while index < len(raw):
         char = raw[index]
         if char == "\\":
-            run_end = index
-            while run_end < len(raw) and raw[run_end] == "\\":
-                run_end += 1
+            run_end = _backslashes_end(raw, index)
             if run_end < len(raw) and raw[run_end] == "|":
                 out.append("\\" * ((run_end - index) // 2) + "|")
                 index = run_end + 1
@@ -307,9 +311,7 @@ def escape_cell(text: str) -> str:
         if index < lead or index >= trail_start or char in LINE_BREAKS:
             out.append(f"&#{ord(char)};")
         elif char == "\\":
-            run_end = index
-            while run_end < len(text) and text[run_end] == "\\":
-                run_end += 1
+            run_end = _backslashes_end(text, index)
             run = text[index:run_end]
             out.append(run * 2 if run_end < len(text) and text[run_end] == "|" else run)
             index = run_end
@@ -690,28 +692,21 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
             continue
         stops = [found.span() for found in SENTENCE_END_RE.finditer(text)]
         judged: list[tuple[int, int]] = []  # the spans of the supersessions imported or warned of
-        for match in SUPERSEDES_ASIDE_RE.finditer(text):
+        asides = [(match, True) for match in SUPERSEDES_ASIDE_RE.finditer(text)]
+        for match, aside in asides + [(match, False) for match in SUPERSEDES_PROSE_RE.finditer(text)]:
             judged.append(match.span())
-            stated, sentence = _stated_aside(text, match, stops)
+            stated, sentence = (_stated_aside if aside else _plainly_stated)(text, match, stops)
             if not stated:
                 page.warnings.append(
                     f"{where}: {match.group()!r} is not imported as a supersession: its sentence does not plainly "
                     f"state it ({sentence[:80]!r}); add it to the ADRs by hand if it holds"
                 )
-                continue
-            _supersede(adrs, match["new"] or match["new2"], match["old"] or match["old2"], page.warnings, where)
-        for match in SUPERSEDES_PROSE_RE.finditer(text):
-            judged.append(match.span())
-            plain, sentence = _plainly_stated(text, match, stops)
-            if not plain:
-                page.warnings.append(
-                    f"{where}: {match.group()!r} is not imported as a supersession: its sentence does not plainly "
-                    f"state it ({sentence[:80]!r}); add it to the ADRs by hand if it holds"
-                )
-                continue
-            first, second = match["first"].upper(), match["second"].upper()
-            new, old = (second, first) if match["by"] else (first, second)
-            _supersede(adrs, new, old, page.warnings, where)
+            elif aside:
+                _supersede(adrs, match["new"] or match["new2"], match["old"] or match["old2"], page.warnings, where)
+            else:
+                first, second = match["first"], match["second"]
+                new, old = (second, first) if match["by"] else (first, second)
+                _supersede(adrs, new, old, page.warnings, where)
         if ADR_RE.search(text) is None:
             continue
         judged.sort()
