@@ -15,8 +15,9 @@ mutant of that module (no result is taken from an earlier run; ``--survivors`` r
 last run left alive, against the tests as they are now, and keeps the other verdicts: the quick check
 of new tests written to kill them), reads the verdicts from mutmut's
 ``mutants/<module>.meta`` and prints a Markdown table — mutants, killed, survived, timeout,
-suspicious, no tests, kill rate — and the surviving mutants (``--diff`` shows each one's change; or
-``mutmut show NAME``). Which survivors are equivalent, and why, is recorded in RESULTS.md.
+suspicious, no tests, kill rate — and the surviving mutants; their changes are kept in
+``mutants/<module>.survivors.md`` (``--diff`` prints them), since the next module's run replaces
+the copy ``mutmut show NAME`` reads. Which survivors are equivalent, and why, is recorded in RESULTS.md.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ TESTS = {
     ],
     "src/sotakg/server/guard.py": ["tests/test_guard.py"],
     "src/sotakg/graph/delta.py": ["tests/test_diff.py"],
-    "src/sotakg/graph/open.py": ["tests/test_build.py", "tests/test_incremental.py", "tests/test_store_kills.py"],
+    "src/sotakg/graph/open.py": ["tests/test_build.py", "tests/test_incremental.py", "tests/test_open_kills.py"],
     "src/sotakg/graph/vocab.py": ["tests/test_ontology.py", "tests/test_records.py", "tests/test_rdf_kills.py"],
     "src/sotakg/rules/baseline.py": ["tests/test_validate.py"],
     "src/sotakg/records/importer.py": ["tests/test_import_export.py", "tests/test_schema_kills.py"],
@@ -189,10 +190,33 @@ def main() -> None:
             print(f"### `{module}`\n\nNot run (no results in mutants/).\n")
             continue
         print(table(module, found))
+        survivors = survivor_diffs(module, found) if not args.no_run else saved_diffs(module)
         if args.diff:
-            for name, status in found.items():
-                if status not in ("killed", "timeout"):
-                    print(f"```diff\n{diff(name)}```\n")
+            print(survivors)
+
+
+def survivors_path(module: str) -> Path:
+    """Where the changes of a module's surviving mutants are kept (``mutants/<module>.survivors.md``):
+    the next module's run replaces mutmut's copy of the project, after which ``mutmut show`` cannot
+    show them any more."""
+    return REPO / "mutants" / f"{module}.survivors.md"
+
+
+def survivor_diffs(module: str, found: dict[str, str]) -> str:
+    """The change of each of ``module``'s surviving mutants, as Markdown, written to ``survivors_path``."""
+    text = "".join(
+        f"#### `{name}` ({status})\n\n```diff\n{diff(name)}```\n\n"
+        for name, status in found.items()
+        if status not in ("killed", "timeout")
+    )
+    survivors_path(module).write_text(text, encoding="utf-8")
+    return text
+
+
+def saved_diffs(module: str) -> str:
+    """The survivors' changes kept by the module's last run (``survivor_diffs``), if any."""
+    path = survivors_path(module)
+    return path.read_text(encoding="utf-8") if path.exists() else ""
 
 
 if __name__ == "__main__":

@@ -68,3 +68,17 @@ def test_timed_processes_run_this_checkout_from_bytecode(monkeypatch, tmp_path):
     environment.compiled.cache_clear()
     assert env["PYTHONPATH"] == os.pathsep.join([str(tmp_path / "src"), "elsewhere"])
     assert [path.name for path in (package / "__pycache__").iterdir()] == [f"mod.{sys.implementation.cache_tag}.pyc"]
+
+
+def test_the_survivors_changes_are_kept_past_the_next_modules_run(monkeypatch, tmp_path):
+    monkeypatch.setattr(mutation, "REPO", tmp_path)
+    (tmp_path / "mutants" / "src" / "m").mkdir(parents=True)
+    monkeypatch.setattr(mutation, "diff", lambda name: f"-old {name}\n+new {name}\n")
+    found = {"m.a": "killed", "m.b": "survived", "m.c": "no tests"}
+    text = mutation.survivor_diffs("src/m/x.py", found)
+    assert text == (
+        "#### `m.b` (survived)\n\n```diff\n-old m.b\n+new m.b\n```\n\n"
+        "#### `m.c` (no tests)\n\n```diff\n-old m.c\n+new m.c\n```\n\n"
+    )
+    assert mutation.saved_diffs("src/m/x.py") == text
+    assert mutation.saved_diffs("src/m/other.py") == ""
