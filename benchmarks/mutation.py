@@ -142,7 +142,7 @@ def verdicts(module: str) -> dict[str, str]:
     """Each mutant of ``module`` and mutmut's verdict on it, from ``mutants/<module>.meta``."""
     from mutmut.stats import status_by_exit_code
 
-    return {name: status_by_exit_code[code] for name, code in sorted(exit_codes(module).items())}
+    return {name: status_by_exit_code[code] for name, code in sorted(exit_codes(module).items())}  # type: ignore[index]
 
 
 def table(module: str, found: dict[str, str]) -> str:
