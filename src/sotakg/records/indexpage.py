@@ -66,7 +66,9 @@ NOT_STATED_RE = re.compile(
 #: Where a sentence ends: at ``.``, ``!`` or ``?`` before a blank or the end, or at a line break.
 SENTENCE_END_RE = re.compile(
     # not the dot of an ellipsis, an initial (J.) or a common abbreviation (et al., e.g., i.e., etc., vs.)
-    r"(?<!\.)(?<![\s(.][A-Za-z])(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!etc)(?<!\bvs)(?<!\bcf)[.!?](?!\.)(?=\s|$)|\n"
+    r"(?<!\.)(?<![\s(.][A-Za-z])(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!etc)(?<!\bvs)(?<!\bcf)(?<!\best)(?<!\bfig)"
+    r"(?<!\bsec)(?<!approx)(?<!\bdr)(?<!\bno)(?<!\bvol)(?<!\bpp)(?<!\bch)(?<!\beq)(?<!\bref)(?<!\bmr)(?<!\bms)"
+    r"(?<!prof)(?<!\bjr)(?<!\bsr)(?<!\bst)(?<!\bFig)(?<!\bSec)(?<!\bNo)(?<!\bDr)[.!?](?!\.)(?=\s|$)|\n"
 )
 #: Words that make a sentence report, hedge, condition or deny what it holds: a supersession in such a
 #: sentence is not stated by the page ("If accepted, ADR-026 supersedes ADR-020", "A draft ADR-026
@@ -76,7 +78,9 @@ HEDGE_RE = re.compile(
     r"reportedly|supposedly|hypothetically|draft|drafts|propose|proposes|proposed|proposal|rejected|rumou?rs?|"
     r"say|says|said|claims|claimed|believe|believes|believed|think|thinks|suggest|suggests|suggested|expect|"
     r"expects|expected|hope|hopes|planned|pending|tentative|tentatively|review|abandoned|rescinded|revoked|"
-    r"disputed|contested|doubt|doubtful|false|wrong|untrue|incorrect|mistaken|withdrawn|retracted|contrary|nope)"
+    r"disputed|contested|doubt|doubtful|false|wrong|untrue|incorrect|mistaken|withdrawn|retracted|contrary|nope|"
+    r"reverted|revert|rolled|voted|vetoed|overturned|overruled|discussion|debated|considered|candidate|still|"
+    r"ratification|ratified|unratified|pending|later)"
     r"(?![\w-])",
     re.I | re.ASCII,
 )
@@ -494,6 +498,30 @@ def _locator(text: str, at: int, warnings: list[str], where: str, lit: str) -> d
     return {"locator": value}
 
 
+#: The lowercase words a list of authors holds: "et al.", "and", and the particles of names.
+_AUTHOR_LOWER_WORDS = frozenset(
+    "et al al. and & van von de der den da das di du del della dos le la bin ibn ter ten zu y".split()
+)
+_ET_AL_RE = re.compile(r"\bet al\b", re.ASCII)
+
+
+def _names_only(authors: str) -> bool:
+    """Whether ``authors`` reads as names (``Huang et al.``, ``J. Smith and K. Lee``, ``de Vries``), not
+    prose before them (``See also Narayanan et al.``, ``Later work by Smith``)."""
+    words = authors.replace(",", " ").split()
+    if not words or not (words[0][0].isupper() or words[0].lower() in _AUTHOR_LOWER_WORDS):
+        return False
+    return all(not word[0].islower() or word.lower() in _AUTHOR_LOWER_WORDS for word in words)
+
+
+def _byline_part_end(summary: str) -> int:
+    """Where a summary's opening words end: at its first `` — `` or end of a sentence."""
+    dash = summary.find(DASH)
+    stop = SENTENCE_END_RE.search(summary)
+    ends = [end for end in (dash, stop.start() if stop else -1) if end >= 0]
+    return min(ends) if ends else len(summary)
+
+
 def _bylines(summary: str) -> list[re.Match[str]]:
     """The bylines a summary opens with: the first at its start, each next one after ``; `` or ``. ``
     (past the locator of the one before). A byline is followed by a locator, `` — `` and a note, a
@@ -502,7 +530,7 @@ def _bylines(summary: str) -> list[re.Match[str]]:
     found: list[re.Match[str]] = []
     at = 0
     while (byline := BYLINE_RE.match(summary, at)) is not None:
-        if _SENTENCE_IN_AUTHORS_RE.search(byline["authors"]):
+        if _SENTENCE_IN_AUTHORS_RE.search(byline["authors"]) or not _names_only(byline["authors"]):
             break
         locator = _locator_at(summary, byline.end())
         end = byline.end() if locator is None else locator[3]
@@ -636,7 +664,19 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
             named = [i for i in _ids_in_order(row.reason) if i != row.id]
             if named:
                 practice["reason_names"] = sorted(named)
-        cites = _ids_in_order(row.summary or "", LIT_RE)
+        summary = row.summary or ""
+        where = f"{source}:{row.line}: row {row.id}"
+        bylines = _bylines(summary)
+        # A practice cites the papers of its bylines, and of the summary's opening words (a byline the
+        # import cannot read: "Doe (in press), LIT-901."); a paper named further on is only named.
+        opening = summary[: _byline_part_end(summary)]
+        cites = _ids_in_order(" ".join([opening, *(b["lits"] for b in bylines)]), LIT_RE)
+        named_only = [lit for lit in _ids_in_order(summary, LIT_RE) if lit not in cites]
+        if named_only:
+            page.warnings.append(
+                f"{where}: {', '.join(named_only)} named in the summary outside its bylines; not recorded as cited "
+                f"(the summary keeps the text)"
+            )
         if cites:
             practice["cites"] = sorted(cites)
         practice["topic"] = page.topic_slug
@@ -645,13 +685,18 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
         for lit in cites:
             papers.setdefault(lit, {"id": lit})
             lines.setdefault(("paper", lit), row.line)
-        summary = row.summary or ""
-        where = f"{source}:{row.line}: row {row.id}"
         read: set[str] = set()
-        for byline in _bylines(summary):
+        for byline in bylines:
             lits = _ids_in_order(byline["lits"], LIT_RE)
             years = [int(y[:4]) for y in byline["years"].split(", ")]
             facts_each: dict[str, Any] = {"authors": byline["authors"].strip()}
+            if len(lits) > 1 and len(_ET_AL_RE.findall(byline["authors"])) > 1:
+                # "Zhao et al. and Rajbhandari et al. (2022, 2020), LIT-083 and LIT-027": each its own
+                page.warnings.append(
+                    f"{where} gives {len(lits)} papers to the authors {byline['authors'].strip()!r}, who may each "
+                    f"have written one; no authors were assigned (give each paper its own byline)"
+                )
+                facts_each = {}
             if len(years) != len(lits):
                 page.warnings.append(
                     f"{where} gives {len(years)} years for {len(lits)} papers; the years were not assigned"
