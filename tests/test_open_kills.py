@@ -3,7 +3,6 @@ the mutants the mutation run left alive: which branch builds, with what, and whi
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,10 @@ from sotakg.graph import open as opening
 from sotakg.graph.build import build, read_data
 from sotakg.graph.store import DATABASE, StoreLayout
 
-from .conftest import SHIPPED_DATA
-
 
 @pytest.fixture
-def data(tmp_path: Path) -> Path:
-    target = tmp_path / "data"
-    shutil.copytree(SHIPPED_DATA, target)
-    return target
+def data(data_copy: Path) -> Path:
+    return data_copy
 
 
 @pytest.fixture
