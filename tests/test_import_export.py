@@ -878,3 +878,22 @@ def test_what_markdown_keeps_in_a_cell_exports_as_written(runner, tmp_path, cell
     assert runner.invoke(cli, [*options, "import", "markdown", str(page)]).exit_code == 0
     exported = runner.invoke(cli, [*options, "export", "index", "--topic", "distributed-optimization"])
     assert f"| SOTA-986 | {cell} | x | Proposed |" in exported.stdout
+
+
+def test_a_note_after_a_status_that_is_no_rejection_is_no_rejection_reason(runner, tmp_path):
+    row = "| SOTA-986 | T | Doe (2020), LIT-051. | Proposed — awaits a second source beyond LIT-051 |"
+    page, _line = _page_with_row(tmp_path, row)
+    data, store = tmp_path / "data", tmp_path / "store"
+    options = ["--data", str(data), "--store", str(store)]
+    assert runner.invoke(cli, [*options, "import", "markdown", str(page)]).exit_code == 0
+    practice = _read(data, "practices", "SOTA-986")
+    assert "status_note: awaits a second source beyond LIT-051\n" in practice and "\nreason:" not in practice
+    why = runner.invoke(cli, [*options, "why", "SOTA-986"])
+    assert why.exit_code == 0, why.output
+    assert "rejected" not in why.output.lower()
+    rejection = runner.invoke(cli, [*options, "query", "rejection-of", "-p", "practice=SOTA-986", "--format", "csv"])
+    assert rejection.exit_code == 0 and "awaits" not in rejection.output
+    exported = runner.invoke(cli, [*options, "export", "index", "--topic", "distributed-optimization"])
+    assert row in exported.stdout
+    validated = runner.invoke(cli, [*options, "validate"])
+    assert "reason-only-if-rejected" not in validated.output

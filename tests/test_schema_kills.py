@@ -34,7 +34,7 @@ from sotakg.records.schema import (
 from sotakg.records.sources import SourceFile
 
 SHOWN = "data/practices/SOTA-900.yaml"
-PRACTICE_FIELDS = "id, version, title, summary, status, status_column, reason, reason_names, cites, topic"
+PRACTICE_FIELDS = "id, version, title, summary, status, status_column, reason, status_note, reason_names, cites, topic"
 #: A name or value of 41 characters: one over the 40 a message quotes whole, so it is cut to 37 and "...".
 LONG = "a" * 41
 CUT = "a" * 37 + "..."

@@ -85,6 +85,7 @@ def record_statements(record: Record) -> Iterator[Statement]:
             yield s, v.HAS_STATUS, _status(f["status"])
         yield from lit(v.STATUS_COLUMN, "status_column")
         yield from lit(v.REJECTION_REASON, "reason")
+        yield from lit(v.STATUS_NOTE, "status_note")
         yield from refs(v.REASON_NAMES, "reason_names")
         # Derived from the text, never read back: lets a rule check the text against reason_names.
         for mentioned in sorted(set(MENTIONED_ID.findall(f.get("reason", ""))) - {record.id}):
@@ -242,6 +243,7 @@ _FIELDS_OF_KIND: dict[str, list[tuple[str, str, str]]] = {
         ("status", v.SOTA, v.HAS_STATUS),
         ("status_column", "text", v.STATUS_COLUMN),
         ("reason", "text", v.REJECTION_REASON),
+        ("status_note", "text", v.STATUS_NOTE),
         ("reason_names", "ids", v.REASON_NAMES),
         ("cites", "ids", v.CITES),
         ("topic", v.TOPIC, v.FILED_UNDER),

@@ -31,7 +31,18 @@ from .sources import NotARegularFile, SourceTooLarge, max_file_bytes, read_bound
 #: page leaves empty is removed. Papers, ADRs and the registry are shared with other pages, so a
 #: page decides only what it gives (a paper's locators as one group); their other fields are kept.
 OWNED_FIELDS: dict[str, tuple[str, ...]] = {
-    "practice": ("version", "title", "summary", "status", "status_column", "reason", "reason_names", "cites", "topic"),
+    "practice": (
+        "version",
+        "title",
+        "summary",
+        "status",
+        "status_column",
+        "reason",
+        "status_note",
+        "reason_names",
+        "cites",
+        "topic",
+    ),
     "topic": ("label", "scope", "declared_size"),
 }
 PAPER_LOCATORS = ("arxiv", "arxiv_version", "url", "locator")

@@ -97,6 +97,7 @@ KINDS: dict[str, KindSpec] = {
                 FieldSpec("status", "str"),
                 FieldSpec("status_column", "str"),
                 FieldSpec("reason", "str"),
+                FieldSpec("status_note", "str"),
                 FieldSpec("reason_names", "ids"),
                 FieldSpec("cites", "ids"),
                 FieldSpec("topic", "id"),

@@ -619,6 +619,7 @@ FIELD_OF_PATH = {
     v.HAS_STATUS: "status",
     v.STATUS_COLUMN: "status_column",
     v.REJECTION_REASON: "reason",
+    v.STATUS_NOTE: "status_note",
     v.REASON_NAMES: "reason_names",
     v.CITES: "cites",
     v.FILED_UNDER: "topic",

@@ -47,13 +47,14 @@ SELECT ?slug ?topic ?label ?scope ?topicSize ?schemeTitle ?schemeDescription ?re
 """
 
 _ROWS_QUERY = """
-SELECT ?topic ?id ?version ?title ?summary ?status ?statusColumn ?reason WHERE {
+SELECT ?topic ?id ?version ?title ?summary ?status ?statusColumn ?reason ?note WHERE {
   ?practice a sota:Practice ; dcterms:identifier ?id ; sota:filedUnder ?topic .
   OPTIONAL { ?practice sota:currentVersion/sota:versionNumber ?version }
   OPTIONAL { ?practice dcterms:title ?title }
   OPTIONAL { ?practice sota:summary ?summary }
   OPTIONAL { ?practice sota:status ?status }
   OPTIONAL { ?practice sota:statusColumn ?statusColumn }
+  OPTIONAL { ?practice sota:statusNote ?note }
   OPTIONAL { ?practice sota:rejectionReason ?reason }
 }
 """
@@ -121,7 +122,7 @@ def export_index(store: Store, slug: str) -> str:
                 title=_value(solution, "title") or "",
                 summary=_value(solution, "summary") or "",
                 status=status.removeprefix(v.SOTA),
-                reason=_value(solution, "reason") or "",
+                reason=_value(solution, "reason") or _value(solution, "note") or "",
                 status_column=_value(solution, "statusColumn") or "",
             )
         )
