@@ -1095,3 +1095,21 @@ def test_a_chain_as_long_as_the_check_lets_by_leaves_the_engine_standing(built_s
             )
             assert status == 200, (status, body[:200])
         assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
+
+
+@pytest.mark.parametrize("host", ["x.example:8080", "evil> <x", "", "[::1]:1", "a" * 400])
+def test_the_service_description_in_turtle_is_federation_free_whatever_the_host(built_store, host):
+    # The description's <> is read against the request's Host only where that is a plain authority;
+    # any other Host (or none) falls back to the guard's own address, and the answer is well formed.
+    with guard_over_engine(built_store) as guard:
+        answer = raw_request(
+            guard.port,
+            f"GET /query HTTP/1.1\r\nHost: {host}\r\nAccept: text/turtle\r\nConnection: close\r\n\r\n".encode(),
+        )
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), head[:80]
+    assert b"BasicFederatedQuery" not in body and b"EmptyGraphs" in body
+    if host == "x.example:8080":
+        assert b"<http://x.example:8080/query>" in body
+    else:
+        assert b"evil" not in body and b"aaaa" not in body

@@ -12,7 +12,7 @@ import pytest
 
 from sotakg.cli import cli
 
-from .conftest import FIXTURES, GOLDEN, SEED_PAGE, SHIPPED_DATA
+from .conftest import FIXTURES, GOLDEN, REPO, SEED_PAGE, SHIPPED_DATA
 
 
 def tree(folder: Path) -> dict[str, bytes]:
@@ -897,3 +897,15 @@ def test_a_note_after_a_status_that_is_no_rejection_is_no_rejection_reason(runne
     assert row in exported.stdout
     validated = runner.invoke(cli, [*options, "validate"])
     assert "reason-only-if-rejected" not in validated.output
+
+
+def test_the_importers_url_pattern_is_the_rules_pattern():
+    # A URL the import takes as one must be one the paper-url rule takes (else it is an unread locator)
+    import rdflib
+
+    from sotakg.records.indexpage import GOOD_URL_RE
+
+    shapes = rdflib.Graph().parse(REPO / "shapes" / "sotakg-shapes.ttl")
+    rule = rdflib.URIRef("https://w3id.org/sotakg/shapes#paper-url")
+    (pattern,) = shapes.objects(rule, rdflib.URIRef("http://www.w3.org/ns/shacl#pattern"))
+    assert f"^{GOOD_URL_RE.pattern.replace('(?:', '(')}$" == str(pattern)

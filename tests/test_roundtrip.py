@@ -48,6 +48,7 @@ practices = st.builds(
             "summary": text,
             "status": st.sampled_from(["Active", "Proposed", "Rejected", "Withdrawn"]),
             "reason": text,
+            "status_note": text,
             "reason_names": ids,
             "cites": ids,
             "topic": identifier,

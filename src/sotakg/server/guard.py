@@ -879,7 +879,7 @@ def _piece(data: bytes, chunked: bool) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
 
 
-def without_federation(body: bytes, content_type: str, base_iri: str = "http://localhost/query") -> bytes:
+def without_federation(body: bytes, content_type: str, base_iri: str) -> bytes:
     """The service description without ``sd:feature sd:BasicFederatedQuery``: the guard refuses
     SERVICE, so it must not be advertised. Read in the answer's own format, its relative IRIs (Turtle's
     and RDF/XML's ``<>``, the service itself) against ``base_iri``, and written in that format with
