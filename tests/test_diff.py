@@ -713,3 +713,91 @@ def test_publish_since_needs_an_update_endpoint_it_can_tell(runner, tmp_path, mo
     result = runner.invoke(cli, args, env=NO_CREDENTIALS)
     assert result.exit_code == 2
     assert "give it with --update-endpoint" in result.output
+
+
+# ------------------------------------------------------------ repositories a pull request could plant
+
+
+def plant_bare_repository(data: Path, config: str) -> None:
+    """Files that make git take ``data`` for a bare repository, with ``config`` as its configuration."""
+    for folder in ("objects/info", "refs/heads"):
+        (data / folder).mkdir(parents=True, exist_ok=True)
+        (data / folder / "keep").write_text("", encoding="utf-8")
+    (data / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    (data / "config").write_text(config, encoding="utf-8")
+
+
+def test_a_bare_repository_committed_in_the_data_folder_runs_no_command(runner, tmp_path: Path, monkeypatch) -> None:
+    # Taken for the data folder's repository, this config makes git run a promisor remote's
+    # uploadpack command the moment it misses an object (the base commit): it must never be read.
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    ran = tmp_path / "command-ran"
+    plant_bare_repository(
+        repo / "data",
+        "[core]\n\trepositoryformatversion = 1\n\tworktree = .\n[extensions]\n\tpartialClone = origin\n"
+        f'[remote "origin"]\n\turl = .\n\tpromisor = true\n\tuploadpack = "touch {ran}; false"\n',
+    )
+    commit(repo, "a pull request")
+    monkeypatch.chdir(repo)
+    endpoint = f"http://127.0.0.1:{closed_port()}/store"
+    for args in (["diff", base], ["validate", "--baseline", base], ["publish", "--endpoint", endpoint, "--since", base]):
+        result = runner.invoke(cli, args, env=NO_CREDENTIALS)
+        assert result.exit_code == 2, (args, result.output)
+        assert "for a bare repository (it holds HEAD, objects/ and refs/)" in result.output
+        assert not ran.exists(), args
+
+
+def test_a_bare_repository_in_the_data_folder_cannot_stand_in_for_the_base(runner, tmp_path: Path, monkeypatch) -> None:
+    # The planted repository maps the base commit (refs/replace) to a commit of the pull request's own
+    # records: read through it, a new violation would count as "unchanged" against the base.
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    practice = repo / "data" / "practices" / "SOTA-017.yaml"
+    set_fields(practice, status="Rejected")  # a rejection without its reason: a new violation
+    forged = git(repo, "commit-tree", "-m", "forged", git(repo, "write-tree", "--prefix=data/").strip()).strip()
+    scratch = tmp_path / "scratch.git"
+    git(tmp_path, "init", "-q", "--bare", str(scratch))
+    git(repo, "push", "-q", str(scratch), f"{forged}:refs/heads/forged")
+    plant_bare_repository(repo / "data", "[core]\n\trepositoryformatversion = 0\n\tworktree = .\n")
+    shutil.copytree(scratch / "objects", repo / "data" / "objects", dirs_exist_ok=True)
+    (repo / "data" / "refs" / "replace").mkdir()
+    (repo / "data" / "refs" / "replace" / base).write_text(forged + "\n", encoding="utf-8")
+    commit(repo, "a pull request")
+    monkeypatch.chdir(repo)
+    result = runner.invoke(cli, ["validate", "--baseline", base, "--format", "json"])
+    assert result.exit_code == 2, result.output
+    assert "for a bare repository" in result.output
+    assert "unchanged" not in result.output
+
+
+def test_a_replace_ref_does_not_change_what_a_revision_holds(runner, tmp_path: Path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    repo = new_repository(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    set_fields(repo / "data" / "practices" / "SOTA-017.yaml", title="A changed title")
+    head = commit(repo, "change a title")
+    git(repo, "replace", base, head)  # to git's porcelain, BASE now reads as HEAD
+    monkeypatch.chdir(repo)
+    result = diff(runner, base, head)
+    assert result.exit_code == 0, result.output
+    assert "SOTA-017  title: Use micro-batch splitting for pipeline parallelism -> A changed title" in result.output
+
+
+def test_a_partial_clone_fetches_nothing_and_says_what_is_missing(runner, tmp_path: Path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    origin = new_repository(tmp_path / "origin")
+    base = git(origin, "rev-parse", "HEAD").strip()
+    set_fields(origin / "data" / "practices" / "SOTA-017.yaml", title="A changed title")
+    commit(origin, "change a title")
+    git(origin, "config", "uploadpack.allowFilter", "true")
+    git(tmp_path, "clone", "-q", "--filter=blob:none", (origin).as_uri(), "clone")
+    monkeypatch.chdir(tmp_path / "clone")
+    result = diff(runner, base)
+    assert result.exit_code == 2, result.output
+    assert "(a partial clone), and sotakg fetches nothing; fetch the revision in full first" in result.output
+    assert git(tmp_path / "clone", "cat-file", "--batch-check", "--batch-all-objects").count(" blob ") == len(
+        [path for path in (origin / "data").rglob("*") if path.is_file()]
+    )  # only the checked-out blobs: the base's old record was not fetched

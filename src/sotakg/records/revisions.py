@@ -89,12 +89,33 @@ class Revision:
         return f"{self.name} ({self.commit[:12]})"
 
 
+#: What every git call is told, because the checkout is a pull request's: a folder of it that looks
+#: like a bare repository (``HEAD``, ``objects/``, ``refs/`` and a ``config`` committed in the data
+#: folder) is never taken for one, or git would obey that config (a promisor remote's
+#: ``uploadpack`` runs a command) and its ``refs/replace`` (a forged base); no object is fetched
+#: from anywhere (a partial clone's missing blob is an error, not a download); no filesystem monitor.
+_GIT_OPTIONS = (
+    ("safe.bareRepository", "explicit"),
+    ("protocol.allow", "never"),
+    ("core.fsmonitor", "false"),
+)
+_GIT_ENVIRONMENT = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_OPTIONAL_LOCKS": "0",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+    "GIT_NO_LAZY_FETCH": "1",
+    "LC_ALL": "C",
+}
+
+
 def run_git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    """Run git in ``repo`` with a time limit, no prompts and no filesystem monitor."""
-    environment = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+    """Run git in ``repo`` with a time limit, no prompts, no fetching, no replace refs, no implicit
+    bare repository and no filesystem monitor (``_GIT_OPTIONS``)."""
+    environment = dict(os.environ, **_GIT_ENVIRONMENT)
+    options = [arg for name, value in _GIT_OPTIONS for arg in ("-c", f"{name}={value}")]
     try:
         return subprocess.run(
-            ["git", "-c", "core.fsmonitor=false", "-C", str(repo), *args],
+            ["git", *options, "-C", str(repo), *args],
             input=stdin,
             capture_output=True,
             timeout=GIT_TIMEOUT,
@@ -113,6 +134,13 @@ def repository_of(data_dir: Path) -> tuple[Path, str]:
     if not data_dir.is_dir():
         raise RevisionError(f"data folder {display_path(data_dir)} does not exist; pass --data DIR")
     answer = run_git(data_dir, "rev-parse", "--show-toplevel", "--show-prefix")
+    if answer.returncode != 0 and b"bare repository" in answer.stderr:
+        raise RevisionError(
+            f"git takes data folder {display_path(data_dir)} (or a folder above it) for a bare repository "
+            f"(it holds HEAD, objects/ and refs/), and sotakg reads no repository a checkout could have "
+            f"made: git would obey its config. Remove those files, or compare two data folders instead "
+            f"(sotakg diff OLD_DIR NEW_DIR)"
+        )
     if answer.returncode != 0:
         raise RevisionError(
             f"data folder {display_path(data_dir)} is not in a git repository, so it has no revisions; "
@@ -165,7 +193,13 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[dict[str,
     with a problem for each file that is not a regular blob within the size limit."""
     listing = run_git(repo, "ls-tree", "-r", "-z", "-l", "--end-of-options", tree)
     if listing.returncode != 0:
-        raise RevisionError(f"git cannot list tree {tree}: {listing.stderr.decode('utf-8', 'replace').strip()}")
+        said = listing.stderr.decode("utf-8", "replace")
+        if "promisor" in said or "lazy fetch" in said:
+            raise RevisionError(
+                f"the clone lacks objects of tree {tree} (a partial clone), and sotakg fetches nothing; "
+                f"fetch the revision in full first (git fetch --refetch, or a clone without --filter)"
+            )
+        raise RevisionError(f"git cannot list tree {tree}: {said.strip()}")
     limit = max_file_bytes()
     wanted: list[tuple[str, str]] = []
     problems: list[Problem] = []
@@ -189,6 +223,11 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[dict[str,
             what = "a symbolic link" if mode == "120000" else f"not a regular file (mode {mode})"
             problems.append(Problem(shown, None, stem, f"{what} in this revision; sotakg reads only regular files"))
             continue
+        if not size.isdigit():  # "-": an object this clone does not have (shallow or partial)
+            raise RevisionError(
+                f"git has no object for {shown} in tree {tree}: the clone is incomplete; fetch the "
+                f"revision in full (git fetch --unshallow, or a clone without --filter)"
+            )
         if int(size) > limit:
             problems.append(Problem(shown, None, stem, too_large(int(size), limit)))
             continue
