@@ -11,6 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -169,3 +170,39 @@ def test_a_hostile_checkout_changes_nothing_outside_and_never_crashes(tmp_path_f
     assert digest(case, skip=project) == around
     assert digest(project / "data") == data_before
     assert (outside / "secret.txt").read_text() == "SECRET root:x:0:0\n"
+
+
+@pytest.mark.parametrize("linked", ["data", "sub"])
+@pytest.mark.parametrize(
+    "command", [["validate"], ["build"], ["export", "index", "--topic", "distributed-optimization"], ["diff", "HEAD"]]
+)
+def test_a_data_folder_behind_a_link_is_never_read(tmp_path, monkeypatch, linked, command):
+    # A checkout can commit its data folder (or a folder above it) as a link to anywhere.
+    outside = tmp_path / "outside" / "data"
+    shutil.copytree(SHIPPED_DATA, outside)
+    secret = outside / "practices" / "SOTA-017.yaml"
+    secret.write_text("id: SOTA-017\ntitle: SECRET-TOKEN\nstatus: 17\n", encoding="utf-8")
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    if linked == "data":
+        (checkout / "data").symlink_to(outside)
+        data = "data"
+    else:
+        (checkout / "sub").symlink_to(outside.parent)
+        data = "sub/data"
+    monkeypatch.chdir(checkout)
+    result = CliRunner().invoke(cli, ["--data", data, *command])
+    assert result.exit_code == 2, result.output
+    where = "is a symbolic link" if linked == "data" else "lies behind a symbolic link (sub)"
+    assert f"Error: the data folder {data} {where}, and sotakg does not follow it" in result.output
+    assert "SECRET" not in result.output
+    assert not (checkout / ".sotakg" / "store").exists()
+
+
+def test_a_data_folder_named_by_its_real_path_is_read(tmp_path, monkeypatch):
+    outside = tmp_path / "outside" / "data"
+    shutil.copytree(SHIPPED_DATA, outside)
+    (tmp_path / "checkout").mkdir()
+    monkeypatch.chdir(tmp_path / "checkout")
+    result = CliRunner().invoke(cli, ["--data", str(outside), "validate"])
+    assert result.exit_code == 0, result.output

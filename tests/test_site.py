@@ -154,6 +154,43 @@ def test_index_all_refuses_two_pages_of_one_file_name_and_writes_nothing(runner,
     assert not (workdir / "pages").exists()
 
 
+@pytest.mark.parametrize(
+    ("record_id", "page", "owner"),
+    [
+        ("index", "index.html", "the index"),
+        ("topic-distributed-optimization", "topic-distributed-optimization.html", "topic distributed-optimization"),
+        ("view-citations", "view-citations.html", "view citations"),
+        ("lit-051", "lit-051.html", "record LIT-051"),  # one file where names are case-blind
+    ],
+)
+def test_a_record_cannot_take_another_page_of_the_site(runner, workdir, record_id, page, owner):
+    planted = workdir / "data" / "papers" / f"{record_id}.yaml"
+    planted.write_text(f'id: {record_id}\ntitle: "the anthology moved"\nyear: 2020\n', encoding="utf-8")
+    result = runner.invoke(cli, ["export", "site", "--mermaid", "site"])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: the site's page {page} would be both {owner}'s and record {record_id}'s; rename one of them "
+        "(record ids, topic slugs and view names give the pages their names)\n"
+    )
+    assert not (workdir / "site").exists()
+
+
+@pytest.mark.parametrize("command", [["export", "site", "--mermaid", "site"], ["export", "index", "--all", "-o", "site"]])
+def test_an_output_folder_that_is_a_link_is_not_written_through(runner, workdir, command):
+    victim = workdir / "victim"
+    victim.mkdir()
+    (victim / "keep.html").write_text("kept", encoding="utf-8")
+    (victim / MANIFEST).write_text("keep.html\n", encoding="utf-8")  # a stale list would remove it
+    (workdir / "site").symlink_to("victim")
+    result = runner.invoke(cli, command)
+    assert result.exit_code == 2, result.output
+    assert (
+        "Error: the output folder site is a symbolic link, and sotakg does not follow it (a checkout can commit "
+        f"one); to use the folder it leads to, name that folder instead: {victim.resolve()}\n"
+    ) in result.output
+    assert sorted(path.name for path in victim.iterdir()) == [MANIFEST, "keep.html"]
+
+
 def test_index_all_with_two_topics(runner, tmp_path):
     data = tmp_path / "data"
     for page in (SEED_PAGE, FIXTURES / "other-topic.md"):

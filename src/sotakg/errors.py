@@ -61,6 +61,11 @@ class DataFolderMissing(UsageProblem):
     """The --data folder does not exist."""
 
 
+class LinkedFolder(UsageProblem):
+    """A folder sotakg is told to read or write (the data folder, an export folder) is a symbolic
+    link, or lies behind one: a checkout can commit such a link, and it would lead anywhere."""
+
+
 class StoreBusy(SotakgError):
     """Another process is building the same store."""
 

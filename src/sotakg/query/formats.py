@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ExportError, UsageProblem
-from ..records.sources import SourceTooLarge, atomic_write_text, display_path, read_bounded
+from ..records.sources import SourceTooLarge, atomic_write_text, display_path, read_bounded, refuse_linked_folder
 
 if TYPE_CHECKING:
     from pyoxigraph import RdfFormat
@@ -109,6 +109,7 @@ def write_if_changed(path: Path, text: str) -> bool:
 
 def write_files(folder: Path, files: Mapping[str, str]) -> WriteReport:
     """Write each ``{relative name: text}`` into ``folder`` (created if missing), skipping unchanged files."""
+    refuse_linked_folder(folder, "output folder")
     if folder.exists() and not folder.is_dir():
         raise ExportError(f"{folder} exists and is not a folder")
     report = WriteReport()

@@ -25,7 +25,7 @@ from .schema import (
     read_record,
     record_path,
 )
-from .sources import NotARegularFile, SourceTooLarge, max_file_bytes, read_bounded
+from .sources import NotARegularFile, SourceTooLarge, max_file_bytes, read_bounded, refuse_linked_folder
 
 #: A page states everything about its practices and its topic: with --force, a fact of theirs the
 #: page leaves empty is removed. Papers, ADRs and the registry are shared with other pages, so a
@@ -103,6 +103,7 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
     topic fact the page leaves empty is removed) and keeps its other fields. ``dry_run`` reports the changes and writes
     nothing. Raises ImportProblem or RecordConflict; ``data_dir`` is then unchanged.
     """
+    refuse_linked_folder(data_dir, "data folder")
     shown = display_path(page)
     try:
         text = decode(read_bounded(page, max_file_bytes()))

@@ -32,6 +32,7 @@ from .sources import (
     display_path,
     escaped_name,
     max_file_bytes,
+    refuse_linked_folder,
     too_large,
 )
 
@@ -131,6 +132,7 @@ def run_git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.Co
 def repository_of(data_dir: Path) -> tuple[Path, str]:
     """The top folder of the git repository holding ``data_dir``, and the data folder's path in it
     (``data``; empty when the data folder is the repository's top). RevisionError when it is in none."""
+    refuse_linked_folder(data_dir, "data folder")
     if not data_dir.is_dir():
         raise RevisionError(f"data folder {display_path(data_dir)} does not exist; pass --data DIR")
     answer = run_git(data_dir, "rev-parse", "--show-toplevel", "--show-prefix")

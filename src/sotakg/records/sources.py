@@ -58,6 +58,31 @@ MAX_FOLDER_DEPTH = 32
 TOO_DEEP = f"a folder nested more than {MAX_FOLDER_DEPTH} levels deep; sotakg does not look inside: move its files up"
 
 
+def linked_part(path: Path) -> Path | None:
+    """The part of ``path`` that is a symbolic link, or None. For a path relative to the working
+    directory every folder on the way counts (they are in the checkout, which a pull request
+    controls); for an absolute one, the last (the folders above it are the machine's)."""
+    parts = path.parts
+    candidates = [path] if path.is_absolute() else [Path(*parts[:end]) for end in range(1, len(parts) + 1)]
+    return next((candidate for candidate in candidates if candidate.is_symlink()), None)
+
+
+def refuse_linked_folder(path: Path, what: str) -> None:
+    """LinkedFolder when ``path`` (``what``: "data folder", ...) is a symbolic link or lies behind one
+    (``linked_part``): sotakg would read or write wherever it leads. The message names the folder it
+    leads to, to be named instead."""
+    from ..errors import LinkedFolder
+
+    link = linked_part(path)
+    if link is None:
+        return
+    where = "is a symbolic link" if link == path else f"lies behind a symbolic link ({display_path(link)})"
+    raise LinkedFolder(
+        f"the {what} {display_path(path)} {where}, and sotakg does not follow it (a checkout can commit "
+        f"one); to use the folder it leads to, name that folder instead: {os.path.realpath(path)}"
+    )
+
+
 def escaped_name(name: str) -> str | None:
     """``name`` (as ``os`` decodes it) with the bytes that are not UTF-8 written as ``\\xNN``; None
     when it is UTF-8 already. Such a name cannot go into a message, a manifest or the source table."""
@@ -94,6 +119,7 @@ def scan_sources(data_dir: Path, only: Collection[str] | None = None) -> list[So
     a dangling link, a folder named like a record file and a record folder that is not a folder are
     listed with a ``refusal`` (reported by name, never opened). Links are followed only when they
     stay inside; a link to a folder is followed only as a top-level record folder."""
+    refuse_linked_folder(data_dir, "data folder")
     found: list[SourceFile] = []
     root = str(data_dir)
     real_root = os.path.realpath(root)

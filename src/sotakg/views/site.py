@@ -394,21 +394,35 @@ class SiteBuilder:
         from .named import load_views, run_view
 
         pages: dict[str, str] = {}
+        owners: dict[str, str] = {}  # page name, case-folded -> what the page is for
+
+        def add(name: str, owner: str, page: str) -> None:
+            # A record's id, a topic's slug and a view's name all become file names: one may not
+            # replace another's page (a record named "index", "topic-<slug>"), nor differ only in case.
+            folded = name.casefold()
+            if folded in owners:
+                raise ExportError(
+                    f"the site's page {name} would be both {owners[folded]}'s and {owner}'s; rename one of "
+                    f"them (record ids, topic slugs and view names give the pages their names)"
+                )
+            owners[folded] = owner
+            pages[name] = page
+
         views = load_views()
         plain_views = [view for view in views if not view.params]
         topic_view = next((view for view in views if [p.name for p in view.params] == ["topic"]), None)
-        pages["index.html"] = self.index_page(plain_views)
+        add("index.html", "the index", self.index_page(plain_views))
         for topic in self.anthology.topics:
             slug = self.anthology.slug(topic)
             triples: list[Triple] = []
             if topic_view is not None:
                 triples = list(run_view(self.backend, topic_view, {"topic": slug}, self.timeout).triples)
-            pages[topic_page(slug)] = self.topic_page(topic, triples)
+            add(topic_page(slug), f"topic {slug}", self.topic_page(topic, triples))
         for view in plain_views:
             triples = list(run_view(self.backend, view, None, self.timeout).triples)
-            pages[view_page(view.name)] = self.view_page(view, triples)
+            add(view_page(view.name), f"view {view.name}", self.view_page(view, triples))
         for record_id in sorted(self.stories, key=natural_key):
-            pages[record_page(record_id)] = self.record_page(self.stories[record_id])
+            add(record_page(record_id), f"record {record_id}", self.record_page(self.stories[record_id]))
         return self.diagrams.fill(pages)
 
     def index_page(self, views: list[Any]) -> str:
