@@ -66,6 +66,16 @@ def test_every_command_has_help_ending_in_an_example(path, command):
     assert doc.rstrip().split("Example:")[-1].strip(), f"{path}'s Example: block is empty"
 
 
+@pytest.mark.parametrize("path, command", all_commands(), ids=[p for p, _ in all_commands()])
+def test_every_example_line_shows_in_the_help_as_written(path, command):
+    # click rewraps a paragraph unless a line of its own says \b before it: examples must stay one per line
+    example = (command.help or "").rstrip().split("Example:")[-1]
+    lines = [line.strip() for line in example.splitlines() if line.strip() and line.strip() != "\b"]
+    shown = click.testing.CliRunner().invoke(cli, [*path.split()[1:], "--help"], terminal_width=80).output
+    for line in lines:
+        assert f"\n      {line}\n" in shown or f"\n          {line}\n" in shown, (path, line, shown)
+
+
 def test_help_and_version_options():
     runner = click.testing.CliRunner()
     assert runner.invoke(cli, ["-h"]).exit_code == 0

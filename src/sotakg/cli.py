@@ -230,6 +230,7 @@ def import_markdown_command(ctx: click.Context, page: Path, force: bool, dry_run
 
     Example:
 
+    \b
         sotakg --data data import markdown --force --dry-run pages/distributed-optimization.md
     """
     from .records.importer import import_markdown
@@ -302,6 +303,7 @@ def export_index_command(ctx: click.Context, slug: str | None, all_topics: bool,
 
     Example:
 
+    \b
         sotakg export index --topic distributed-optimization -o distributed-optimization.md
         sotakg export index --all -o pages/
     """
@@ -589,6 +591,7 @@ def sparql_command(
 
     Example:
 
+    \b
         sotakg sparql 'SELECT ?p WHERE { ?p sota:status sota:Rejected }' --format tsv
     """
     from .query.formats import write_output
@@ -816,6 +819,7 @@ def views_command(name: str | None) -> None:
 
     Example:
 
+    \b
         sotakg views
         sotakg views topic
     """
@@ -855,6 +859,7 @@ def export_view_command(
 
     Example:
 
+    \b
         sotakg export view rejections --format mermaid
         sotakg export view topic -p topic=distributed-optimization -o topic.svg
     """
