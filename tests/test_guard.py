@@ -1113,3 +1113,37 @@ def test_the_service_description_in_turtle_is_federation_free_whatever_the_host(
         assert b"<http://x.example:8080/query>" in body
     else:
         assert b"evil" not in body and b"aaaa" not in body
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "X-Forwarded-Host: evil.example:666\r\nX-Forwarded-Proto: https",
+        "Forwarded: host=evil.example:666;proto=https",
+        "X-Forwarded-Host: evil.example\r\nX-Forwarded-Port: 666",
+    ],
+)
+@pytest.mark.parametrize("accept", ["text/turtle", "application/n-triples", "application/rdf+xml"])
+def test_a_client_cannot_set_the_endpoint_the_description_names(built_store, claim, accept):
+    with guard_over_engine(built_store) as guard:
+        answer = raw_request(
+            guard.port,
+            f"GET /query HTTP/1.1\r\nHost: x.example:8080\r\n{claim}\r\nAccept: {accept}\r\n"
+            "Connection: close\r\n\r\n".encode(),
+        )
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), head[:80]
+    assert b"http://x.example:8080/query" in body
+    assert b"evil" not in body and b"666" not in body
+    assert b"127.0.0.1" not in body  # nor the engine's private address
+
+
+def test_the_description_never_names_the_engines_private_address(built_store):
+    with guard_over_engine(built_store) as guard:
+        for host in ("", "evil> <x"):
+            answer = raw_request(
+                guard.port,
+                f"GET /query HTTP/1.1\r\nHost: {host}\r\nAccept: application/n-triples\r\n"
+                "Connection: close\r\n\r\n".encode(),
+            )
+            assert f"#endpoint> <http://127.0.0.1:{guard.port}/query> .".encode() in answer, answer[-300:]

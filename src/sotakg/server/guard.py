@@ -110,6 +110,13 @@ _HOP_BY_HOP = frozenset(
         "content-length",
         "expect",
         "accept-encoding",  # the proxy counts plain bytes, so the server sends them plain
+        # The engine takes its own address from these (the service description's sd:endpoint):
+        # a client must not set it. The guard is the proxy here, and it forwards no such claim.
+        "forwarded",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-forwarded-for",
+        "x-forwarded-port",
     }
 )
 #: Not passed on from the engine's answers: its own Server and Date, for which the guard's stand
@@ -527,7 +534,9 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             value = self.headers.get(name)
             if value is not None:
                 fields.append((name, value))
-        fields.append(("Host", f"{host}:{port}"))
+        # The engine names itself after the Host it is sent (the service description's sd:endpoint,
+        # absolute in N-Triples): the guard's address, never the engine's private one.
+        fields.append(("Host", self._own_authority()))
         if body is not None:
             fields.append(("Content-Length", str(len(body))))
         deadline = time.monotonic() + settings.upstream_seconds
@@ -612,14 +621,19 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
     def _short(self) -> str:
         return self.path if len(self.path) <= 80 else self.path[:79] + "…"
 
-    def _own_url(self) -> str:
-        """This request's URL as the client addressed the guard (its Host, where that is a plain
-        host and port), without the query string: the base of the service description's ``<>``."""
+    def _own_authority(self) -> str:
+        """The guard's host and port as the client addressed it (its Host, where that is a plain
+        host and port; else the guard's own address)."""
         host = self.headers.get("Host") or ""
         if not _PLAIN_AUTHORITY.fullmatch(host):
             name, port = str(self.server.server_address[0]), int(self.server.server_address[1])
             host = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
-        return f"http://{host}{urllib.parse.urlsplit(self.path).path}"
+        return host
+
+    def _own_url(self) -> str:
+        """This request's URL as the client addressed the guard, without the query string: the base
+        of the service description's ``<>``."""
+        return f"http://{self._own_authority()}{urllib.parse.urlsplit(self.path).path}"
 
     def _is_description(self) -> bool:
         # A query string is read as the engine reads it (``%71uery=`` is a query too).
