@@ -742,7 +742,11 @@ def test_a_bare_repository_committed_in_the_data_folder_runs_no_command(runner, 
     commit(repo, "a pull request")
     monkeypatch.chdir(repo)
     endpoint = f"http://127.0.0.1:{closed_port()}/store"
-    for args in (["diff", base], ["validate", "--baseline", base], ["publish", "--endpoint", endpoint, "--since", base]):
+    for args in (
+        ["diff", base],
+        ["validate", "--baseline", base],
+        ["publish", "--endpoint", endpoint, "--since", base],
+    ):
         result = runner.invoke(cli, args, env=NO_CREDENTIALS)
         assert result.exit_code == 2, (args, result.output)
         assert "for a bare repository (it holds HEAD, objects/ and refs/)" in result.output

@@ -3,6 +3,7 @@ stop it cleanly; the served generation outlives concurrent builds; the server ne
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -491,3 +492,128 @@ def test_get_goes_through_the_guard(runner, built_store):
     wrong = invoke(runner, built_store, "serve", "--max-result-bytes", "lots", "--get", ASK)
     assert wrong.exit_code == 2
     assert "--max-result-bytes takes a size such as 512M, 2G or 1000000, not 'lots'" in wrong.stderr
+
+
+# ------------------------------------------------------------------------------ the engine's own network
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc)."""
+    found: set[int] = set()
+    waiting = [pid]
+    while waiting:
+        parent = waiting.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = {int(child) for child in (task / "children").read_text().split()}
+            except OSError:
+                continue
+            waiting.extend(children - found)
+            found |= children
+    return found
+
+
+def socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for descriptor in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(descriptor)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def tcp_inodes(net: str, listening_only: bool = False) -> set[str]:
+    """The inodes of the TCP sockets of a network (``/proc/PID/net``): all, or those listening."""
+    inodes = set()
+    for name in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(net, name).read_text().splitlines()[1:]:
+                fields = line.split()
+                if not listening_only or fields[3] == "0A":
+                    inodes.add(fields[9])
+    return inodes
+
+
+needs_namespaces = pytest.mark.skipif(not serve.own_network_possible(), reason="no user namespaces (Linux only)")
+
+
+@needs_namespaces
+def test_the_engine_listens_in_a_network_of_its_own_and_on_no_port_of_ours(served):
+    engines = [
+        pid
+        for pid in descendants(served.process.pid)
+        if b"serve-read-only" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:2]
+    ]
+    assert len(engines) == 1, engines
+    engine = engines[0]
+    assert os.stat(f"/proc/{engine}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
+    sockets = socket_inodes(engine)
+    assert sockets & tcp_inodes(f"/proc/{engine}/net", listening_only=True)  # it listens, in its network
+    assert not sockets & tcp_inodes("/proc/self/net")  # and has no socket at all in this one
+    assert status_of("GET", served.base + ASK) == 200
+
+
+def counting_listener() -> tuple[socket.socket, list[int]]:
+    """A loopback listener counting the connections it accepts, on a thread of its own."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    accepted: list[int] = []
+
+    def accept() -> None:
+        while listener.fileno() >= 0:
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            accepted.append(1)
+            connection.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, accepted
+
+
+@pytest.mark.parametrize("isolated", [pytest.param(True, marks=needs_namespaces), False])
+def test_a_service_past_the_guard_reaches_nothing_from_an_isolated_engine(built_store, isolated):
+    from sotakg.server.wire import EngineConnection
+
+    listener, accepted = counting_listener()
+    port = listener.getsockname()[1]
+    database = StoreLayout(built_store[1]).current_generation() / "oxigraph"  # type: ignore[operator]
+    engine_port = serve.OWN_NETWORK_PORT if isolated else free_port()
+    try:
+        with serve.OxigraphServer(
+            database, port=engine_port, timeout=10, log=tempfile.TemporaryFile(), isolated=isolated
+        ) as server:
+            server.wait_ready()
+            connection = EngineConnection("", 0, 15, server.connect(5))
+            query = f"SELECT * WHERE {{ SERVICE <http://127.0.0.1:{port}/sparql> {{ ?s ?p ?o }} }}"
+            answer = connection.request("GET", "/query?query=" + urllib.parse.quote(query), [("Host", "x")], None)
+            connection.close()
+    finally:
+        listener.close()
+    # The engine itself is asked, past the guard: only its network stands between it and the listener.
+    assert (accepted == []) is isolated, (accepted, answer.status)
+
+
+@needs_namespaces
+def test_without_namespaces_the_engine_runs_on_loopback_and_says_so(built_store, monkeypatch):
+    monkeypatch.setattr(serve, "_OWN_NETWORK", f"import sys; sys.exit({serve.NO_OWN_NETWORK})")
+    said: list[str] = []
+    database = StoreLayout(built_store[1]).current_generation() / "oxigraph"  # type: ignore[operator]
+    engine = serve.Engine(database, 30, serve.find_oxigraph(), said.append, isolated=True)
+    engine.start()
+    try:
+        address = engine.address(10)
+        assert address is not None and not engine.isolated
+        assert said == [
+            "warning: this system gives the Oxigraph server no network of its own (user namespaces), so its private "
+            "port on 127.0.0.1 is open to every local user, past the guard; serve on a machine of your own, or "
+            "allow unprivileged user namespaces"
+        ]
+        with socket.create_connection(address[:2], 5):
+            pass  # on loopback, as before
+    finally:
+        engine.stop()

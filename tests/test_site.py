@@ -175,7 +175,9 @@ def test_a_record_cannot_take_another_page_of_the_site(runner, workdir, record_i
     assert not (workdir / "site").exists()
 
 
-@pytest.mark.parametrize("command", [["export", "site", "--mermaid", "site"], ["export", "index", "--all", "-o", "site"]])
+@pytest.mark.parametrize(
+    "command", [["export", "site", "--mermaid", "site"], ["export", "index", "--all", "-o", "site"]]
+)
 def test_an_output_folder_that_is_a_link_is_not_written_through(runner, workdir, command):
     victim = workdir / "victim"
     victim.mkdir()

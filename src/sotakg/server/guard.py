@@ -163,6 +163,9 @@ class GuardSettings:
     client_seconds: float = CLIENT_SECONDS
     #: The engine behind the guard when it can restart (``serve.Engine``); None: a fixed upstream.
     engine: EngineLink | None = None
+    #: How to reach the engine of a generation within some seconds, when not straight at its port
+    #: (an engine in a network of its own: ``serve.OxigraphServer.connect``); None: a TCP connection.
+    connect: Callable[[int, float], socket.socket] | None = None
 
 
 class EngineLink(Protocol):
@@ -463,7 +466,9 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         if self._pooled is not None and self._pooled[0] == where:
             return self._pooled[1], True
         self._drop_pooled()
-        upstream = EngineConnection(where[0], where[1], self.server.settings.upstream_seconds)
+        settings = self.server.settings
+        handed = settings.connect(where[2], settings.upstream_seconds) if settings.connect is not None else None
+        upstream = EngineConnection(where[0], where[1], settings.upstream_seconds, handed)
         self._pooled = (where, upstream)
         return upstream, False
 

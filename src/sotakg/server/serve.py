@@ -2,8 +2,10 @@
 
 sotakg does not grow a query engine of its own: it runs ``oxigraph serve-read-only`` (the ``oxigraph``
 package on PyPI, ``pip install 'sotakg[serve]'``) as a child process on the store's current
-generation, which answers queries at ``/query`` and offers a query page at ``/``. The server listens
-on a free loopback port, never shown; users reach it through ``guard.GuardServer`` on
+generation, which answers queries at ``/query`` and offers a query page at ``/``. The server runs in
+a network of its own where the system allows it (a user and network namespace: ``_OWN_NETWORK``), so
+no other process can reach its port and it can reach nothing; elsewhere it listens on a free
+loopback port, never shown, and a warning says so. Users reach it through ``guard.GuardServer`` on
 ``--host``/``--port``, which refuses writes (403), SPARQL Update, SERVICE, LOAD, FROM, over-deep
 nesting and over-large queries before the server sees them, caps request and answer sizes
 (``--max-request-bytes``, ``--max-result-bytes``) and runs at most ``--max-concurrent`` queries at
@@ -16,6 +18,7 @@ served one in place; the server keeps serving the build it started with until it
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import signal
@@ -36,6 +39,7 @@ from ..errors import EndpointError, ServeError, UsageProblem
 from ..query.remote import DEFAULT_MAX_ANSWER, HttpAnswer, http_request, is_loopback
 from ..query.sparql import ENGINE_STACK_BYTES, MAX_DEPTH
 from .guard import DEFAULT_MAX_REQUEST, DEFAULT_MAX_RESULT, GuardServer, GuardSettings, running_guard
+from .wire import EngineConnection
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7878
@@ -209,10 +213,74 @@ def child_setup() -> Callable[[], None]:
     return preexec
 
 
+#: Run with ``sys.executable -I -S -c`` in place of the server when it is ``isolated``: a user and
+#: network namespace of its own (no interface but its own loopback, brought up here), the server
+#: started in it, and then, for each byte the guard sends on the control socket (argv[1]), a TCP
+#: connection to the server made inside that network and handed over (SCM_RIGHTS). Only the guard
+#: reaches the server so: no other process of the machine can connect to its port, and the server
+#: itself can connect to nothing outside (a SERVICE or LOAD that got past the check goes nowhere).
+#: Exits 125 when the system allows no such namespace (the caller then runs the server plainly).
+_OWN_NETWORK = r"""
+import ctypes, fcntl, os, signal, socket, struct, sys, threading
+control = socket.socket(fileno=int(sys.argv[1]))
+port, command = int(sys.argv[2]), sys.argv[3:]
+libc = ctypes.CDLL(None, use_errno=True)
+uid, gid = os.getuid(), os.getgid()
+if libc.unshare(0x10000000 | 0x40000000) != 0:  # CLONE_NEWUSER | CLONE_NEWNET
+    sys.stderr.write("sotakg: no network of its own for the Oxigraph server: %s\n" % os.strerror(ctypes.get_errno()))
+    sys.exit(125)
+for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
+    with open("/proc/self/" + name, "w") as handle:
+        handle.write(text)
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # SIOCGIFFLAGS, SIOCSIFFLAGS: lo up
+    flags = struct.unpack("16sH14s", fcntl.ioctl(probe, 0x8913, struct.pack("16sH14s", b"lo", 0, b"")))[1]
+    fcntl.ioctl(probe, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))
+me = os.getpid()
+child = os.fork()
+if child == 0:
+    control.close()
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the server goes when this process goes
+    if os.getppid() != me:
+        os._exit(1)
+    os.execv(command[0], command)
+for number in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(number, lambda number, frame: os.kill(child, number))
+def reap():
+    status = os.waitpid(child, 0)[1]
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(me, os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+threading.Thread(target=reap, daemon=True).start()
+while True:
+    if not control.recv(16):  # the guard is gone
+        os.kill(child, signal.SIGKILL)
+        os._exit(0)
+    try:
+        connection = socket.create_connection(("127.0.0.1", port), 5)
+    except OSError as error:
+        control.send(str(error).encode()[:400] or b"no connection")
+        continue
+    connection.setblocking(True)  # handed over as a plain socket, not in the timeout's non-blocking mode
+    socket.send_fds(control, [b"ok"], [connection.fileno()])
+    connection.close()
+"""
+#: The exit status of ``_OWN_NETWORK`` when the system allows no namespace of its own.
+NO_OWN_NETWORK = 125
+#: The port the server listens on inside a network of its own (nothing else is there).
+OWN_NETWORK_PORT = 7878
+
+
+def own_network_possible() -> bool:
+    """Whether the server can be given a network of its own here: Linux (user namespaces)."""
+    return sys.platform.startswith("linux") and Path("/proc/self/ns/net").exists()
+
+
 class OxigraphServer:
     """``oxigraph serve-read-only`` on a database, as a child process.
 
     ``log`` receives the server's output (None: this process's standard output and error).
+    ``isolated``: in a network of its own (``_OWN_NETWORK``), reached only through ``connect``.
     Use as a context manager, or call ``start``, ``wait_ready`` and ``stop``.
     """
 
@@ -224,6 +292,7 @@ class OxigraphServer:
         timeout: int | None = DEFAULT_SERVER_TIMEOUT,
         binary: str | None = None,
         log: IO[bytes] | None = None,
+        isolated: bool = False,
     ):
         self.database = database
         self.host = host
@@ -231,7 +300,10 @@ class OxigraphServer:
         self.timeout = timeout
         self.binary = binary or find_oxigraph()
         self.log = log
+        self.isolated = isolated
         self.process: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self._control_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -248,18 +320,43 @@ class OxigraphServer:
         """Start the server process (in its own session: a Ctrl-C reaches sotakg, which forwards it)."""
         environment = dict(os.environ)
         environment.setdefault("RUST_MIN_STACK", str(ENGINE_STACK_BYTES))
+        command = self.command()
+        kept: tuple[int, ...] = ()
+        theirs = None
+        if self.isolated:
+            self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            command = [sys.executable, "-I", "-S", "-c", _OWN_NETWORK, str(theirs.fileno()), str(self.port), *command]
+            kept = (theirs.fileno(),)
         try:
             self.process = subprocess.Popen(
-                self.command(),
+                command,
                 env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
                 stderr=self.log,
                 start_new_session=True,
                 preexec_fn=child_setup(),
+                pass_fds=kept,
             )
         except OSError as error:
             raise ServeError(f"cannot start {self.binary}: {error.strerror or error}") from None
+        finally:
+            if theirs is not None:
+                theirs.close()
+
+    def connect(self, seconds: float) -> socket.socket:
+        """A TCP connection to the server: to its port, or for an ``isolated`` one, made inside its
+        network and handed over. OSError when there is none to be had (the server is not up, or gone)."""
+        if self._control is None:
+            return socket.create_connection((connect_host(self.host), self.port), seconds)
+        with self._control_lock:
+            self._control.settimeout(seconds)
+            self._control.send(b"c")
+            message, handed, _flags, _address = socket.recv_fds(self._control, 512, 1)
+        if not handed:
+            said = message.decode("utf-8", "replace") or "the server's network is gone"
+            raise ConnectionRefusedError(f"cannot reach the Oxigraph server: {said}")
+        return socket.socket(fileno=handed[0])
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -268,20 +365,27 @@ class OxigraphServer:
         """Return once the server answers a query; ServeError if it exits or stays silent for ``seconds``.
         ``stop`` ends the wait early (returning) when it becomes true."""
         deadline = time.monotonic() + seconds
-        probe = self.url + READY_PROBE
         while time.monotonic() < deadline and not stop():
             if not self.running():
                 code = self.process.returncode if self.process is not None else None
                 raise ServeError(f"the Oxigraph server stopped while starting (exit code {code}){self._log_tail()}")
-            try:
-                answer = http_request("GET", probe, timeout=1.0, max_bytes=1024)
-                if answer.status == 200:
-                    return
-            except EndpointError:
-                pass
+            if self._answers_probe():
+                return
             time.sleep(0.05)
         if not stop():
             raise ServeError(f"the Oxigraph server did not answer within {seconds:g} s{self._log_tail()}")
+
+    def _answers_probe(self) -> bool:
+        try:
+            connection = EngineConnection("", 0, 1.0, self.connect(1.0))
+        except OSError:
+            return False
+        try:
+            return connection.request("GET", READY_PROBE, [("Host", "127.0.0.1")], None).status == 200
+        except (OSError, http.client.HTTPException):
+            return False
+        finally:
+            connection.close()
 
     def _log_tail(self) -> str:
         if self.log is None or not hasattr(self.log, "seek"):
@@ -306,6 +410,8 @@ class OxigraphServer:
 
     def stop(self) -> int | None:
         """Stop the server (SIGTERM, then SIGKILL after STOP_SECONDS) and reap it."""
+        if self._control is not None:
+            self._control.close()  # an isolated server's holder stops it then, whatever else happens
         if self.process is None:
             return None
         if self.process.poll() is None:
@@ -334,8 +440,12 @@ class Engine:
     answers 503 with Retry-After.
     """
 
-    def __init__(self, database: Path, timeout: int, binary: str, log: Callable[[str], object]):
+    def __init__(
+        self, database: Path, timeout: int, binary: str, log: Callable[[str], object], isolated: bool | None = None
+    ):
         self.database, self.timeout, self.binary, self.log = database, timeout, binary, log
+        #: In a network of its own (``OxigraphServer.isolated``): by default where the system allows it.
+        self.isolated = own_network_possible() if isolated is None else isolated
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._stopping = threading.Event()
@@ -356,13 +466,22 @@ class Engine:
         # No --timeout-s: the server keeps a thread alive for the whole timeout of every query it
         # answered (thousands a second under load, each with a RUST_MIN_STACK stack) until it cannot
         # spawn one and aborts. The guard enforces --timeout itself, by restarting this process.
-        server = OxigraphServer(self.database, DEFAULT_HOST, free_port(), None, self.binary, output)
+        port = OWN_NETWORK_PORT if self.isolated else free_port()
+        server = OxigraphServer(self.database, DEFAULT_HOST, port, None, self.binary, output, self.isolated)
         server.start()
         try:
             server.wait_ready(stop=self._stopping.is_set)
         except ServeError:
             server.stop()
             output.close()
+            if self.isolated and server.process is not None and server.process.returncode == NO_OWN_NETWORK:
+                self.isolated = False
+                self.log(
+                    "warning: this system gives the Oxigraph server no network of its own (user namespaces), so "
+                    "its private port on 127.0.0.1 is open to every local user, past the guard; serve on a "
+                    "machine of your own, or allow unprivileged user namespaces"
+                )
+                return self._spawn()
             raise
         with self._lock:
             self._server, self._output = server, output
@@ -377,6 +496,15 @@ class Engine:
             if server is None or not server.running():
                 return None
             return DEFAULT_HOST, server.port, self._generation
+
+    def connect(self, generation: int, seconds: float) -> socket.socket:
+        """A connection to the engine of ``generation`` (``OxigraphServer.connect``); OSError when it
+        is gone or replaced."""
+        with self._lock:
+            server = self._server if generation == self._generation else None
+        if server is None:
+            raise ConnectionRefusedError("the Oxigraph server was restarted")
+        return server.connect(seconds)
 
     def stop_runaway(self, generation: int, reason: str) -> None:
         with self._lock:
@@ -517,6 +645,7 @@ def guard_settings(
         max_result_bytes=max_result_bytes,
         # the server stops a query first, and says so
         upstream_seconds=(upstream.timeout or DEFAULT_SERVER_TIMEOUT) + 10.0,
+        connect=lambda _generation, seconds: upstream.connect(seconds),
     )
 
 
@@ -556,6 +685,7 @@ def serve(
         log=warn,
         max_concurrent=max_concurrent or os.cpu_count() or 1,
         engine=engine,
+        connect=engine.connect,
     )
     proxy = GuardServer(host, port, settings)
     proxy_thread: threading.Thread | None = None
@@ -622,7 +752,9 @@ def get_once(
     problem: ServeError | None = None
     for _attempt in range(3):  # another process may take the free port before the server binds it
         with tempfile.TemporaryFile() as log:
-            with OxigraphServer(served.database, DEFAULT_HOST, free_port(), timeout, binary, log) as server:
+            isolated = own_network_possible() and _attempt < 2  # the last try without: the system may allow none
+            port = OWN_NETWORK_PORT if isolated else free_port()
+            with OxigraphServer(served.database, DEFAULT_HOST, port, timeout, binary, log, isolated) as server:
                 try:
                     server.wait_ready()
                 except ServeError as error:

@@ -117,8 +117,10 @@ class EngineConnection:
     """One kept-alive connection to the engine. A request goes out in one write; answers are read
     through one buffered reader for the connection's life (``http.client`` makes one per answer)."""
 
-    def __init__(self, host: str, port: int, seconds: float):
-        self.sock = socket.create_connection((host, port), seconds)
+    def __init__(self, host: str, port: int, seconds: float, connected: socket.socket | None = None):
+        """A connection to ``host:port``, or over ``connected``, a socket connected to the engine already."""
+        self.sock = connected if connected is not None else socket.create_connection((host, port), seconds)
+        self.sock.settimeout(seconds)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._reader = self.sock.makefile("rb")
         self._seconds = seconds
