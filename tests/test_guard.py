@@ -1147,3 +1147,45 @@ def test_the_description_never_names_the_engines_private_address(built_store):
                 "Connection: close\r\n\r\n".encode(),
             )
             assert f"#endpoint> <http://127.0.0.1:{guard.port}/query> .".encode() in answer, answer[-300:]
+
+
+RDF_ABOUT = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#about>"
+
+
+@pytest.mark.parametrize(
+    ("where", "streamed"),
+    [
+        ("{ BIND(<http://a/t> AS ?s) BIND(ABOUT AS ?p) BIND('y' AS ?o) }", False),  # small: read whole first
+        # the error after the whole graph, past CHUNK bytes: streamed
+        ("{ { ?s ?p ?o } UNION { BIND(<http://a/t> AS ?s) BIND(ABOUT AS ?p) BIND('y' AS ?o) } }", True),
+    ],
+)
+def test_an_answer_the_engine_gives_up_on_is_never_passed_as_whole(built_store, where, streamed):
+    # The engine's RDF/XML writer refuses rdf:about as a predicate, writes its error into the body and
+    # ends the body as if it were whole.
+    said: list[str] = []
+    query = "CONSTRUCT { ?s ?p ?o } WHERE " + where.replace("ABOUT", RDF_ABOUT)
+    with guard_over_engine(built_store, log=said.append) as guard:
+        target = query_url("", query)
+        answer = raw_request(
+            guard.port, f"GET {target} HTTP/1.1\r\nHost: x\r\nAccept: application/rdf+xml\r\n\r\n".encode(), 10
+        )
+        fine = raw_request(
+            guard.port, f"GET {target} HTTP/1.1\r\nHost: x\r\nAccept: text/turtle\r\nConnection: close\r\n\r\n".encode()
+        )
+    head, _, body = answer.partition(b"\r\n\r\n")
+    if streamed:
+        assert head.startswith(b"HTTP/1.1 200 ") and b"Transfer-Encoding: chunked" in head
+        assert not body.endswith(b"0\r\n\r\n")  # no last chunk: the client sees the answer cut
+    else:
+        assert head.startswith(b"HTTP/1.1 502 "), head
+        assert body == b"the engine could not write this answer as application/rdf+xml; ask for another format\n"
+    shown = target[:79] + "…" if len(target) > 80 else target
+    assert said == [
+        f"sotakg serve: the engine could not finish the answer to GET {shown} as application/rdf+xml (it wrote "
+        "an error into it); the client got it visibly broken"
+    ]
+    assert (
+        fine.startswith(b"HTTP/1.1 200 ")
+        and b'<http://a/t> <http://www.w3.org/1999/02/22-rdf-syntax-ns#about> "y"' in fine
+    )

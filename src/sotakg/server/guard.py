@@ -623,6 +623,15 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         settings.log(f"sotakg serve: the Oxigraph server did not answer {self.command} {self._short()}: {error}")
         self._plain(502, "the Oxigraph server did not answer; see the server's log\n")
 
+    def _unfinished(self, content_type: str, say_so: bool) -> None:
+        """Log an answer the engine gave up on; with ``say_so`` (nothing of it sent yet), answer 502."""
+        self.server.settings.log(
+            f"sotakg serve: the engine could not finish the answer to {self.command} {self._short()} as "
+            f"{content_type} (it wrote an error into it); the client got it visibly broken"
+        )
+        if say_so:
+            self._plain(502, f"the engine could not write this answer as {content_type}; ask for another format\n")
+
     def _short(self) -> str:
         return self.path if len(self.path) <= 80 else self.path[:79] + "…"
 
@@ -708,6 +717,11 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 buffered, length = read, len(read)
             else:
                 prefix = bytes(read)
+        content_type = response.getheader("Content-Type") or ""
+        if response.status == 200 and buffered is not None and not ends_whole(content_type, bytes(buffered[-64:])):
+            turn.release()
+            self._unfinished(content_type, say_so=True)
+            return False
         chunked = not no_body and length is None
         keep_alive = not self.close_connection and (no_body or length is not None or chunked)
         # The engine's status line and fields were read strictly (``wire``): no line break in them.
@@ -745,6 +759,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         out = _Relay(self.connection, self.server.buffers, settings.client_seconds)
         sent = 0
         holding_body = False
+        tail = b""  # the answer's last bytes, to tell a whole one from one the engine gave up on
         try:
             while True:
                 try:
@@ -790,7 +805,16 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 held += _piece(data, chunked)
                 holding_body = True
                 sent += len(data)
+                tail = (tail + data)[-64:]
             turn.release()
+            if response.status == 200 and not ends_whole(content_type, tail):
+                nothing_sent = held.startswith(b"HTTP/")
+                if nothing_sent:
+                    out.close()
+                else:
+                    out.finish(b"")  # without its last piece (and the last chunk): visibly short
+                self._unfinished(content_type, say_so=nothing_sent)
+                return False
             out.finish(held + b"0\r\n\r\n" if chunked else held)
             if not out.complete:
                 return False  # the client went away, or did not take its answer in time
@@ -889,6 +913,19 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             buffer.append(b"\r\n")
         self._headers_buffer: list[bytes] = []
         return b"".join(buffer)
+
+
+#: How answers in these formats end when they are whole. The engine writes an error message into
+#: an answer it cannot finish (RDF/XML refuses some predicates, ``rdf:about`` say) and then ends the
+#: body as if it were whole: without its closing tag, such an answer is passed on visibly broken.
+_CLOSING_TAGS = {"application/rdf+xml": b"</rdf:RDF>", "application/sparql-results+xml": b"</sparql>"}
+
+
+def ends_whole(content_type: str, tail: bytes) -> bool:
+    """Whether an answer of ``content_type`` whose last bytes are ``tail`` ends as such an answer
+    ends when it is whole (formats without a closing tag always do)."""
+    closing = _CLOSING_TAGS.get(content_type.split(";", 1)[0].strip().lower())
+    return closing is None or tail.rstrip().endswith(closing)
 
 
 def _piece(data: bytes, chunked: bool) -> bytes:
