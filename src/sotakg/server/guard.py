@@ -31,9 +31,11 @@ final chunk), so the client sees a truncated answer rather than a short one that
 a line on standard error names the option. A turn ends when the engine has sent its answer, not
 when the client has read it: what a slow client has not taken yet waits in memory (``_Relay``; all
 clients together at most ``max_buffered_bytes``, past which a slow client's answer is cut off), and
-it has CLIENT_SECONDS to take the rest. A request has CLIENT_SECONDS in all to arrive (``Watchdog``),
-and at most ``max_connections`` clients are served at once, a quarter of them from any one address
-(each holds a thread; the next one is answered 503 and closed). The service description leaves out
+it has CLIENT_SECONDS to take the rest. A request has HEAD_SECONDS for its line and fields and
+CLIENT_SECONDS in all to arrive (``Watchdog``), and at most ``max_connections`` clients are served at
+once, a quarter of them from any one address (each holds a thread). When all are taken, the
+connection idle the longest (waiting for a request line) is closed to make room; when none is idle,
+the next one is answered 503 and closed. The service description leaves out
 ``sd:BasicFederatedQuery``, which the guard refuses.
 """
 
@@ -67,6 +69,10 @@ DEFAULT_MAX_RESULT = 64 * 1024 * 1024
 #: Seconds a client has to send its request, in all (a client that trickles bytes holds a thread),
 #: and to take an answer the engine has finished (``_Relay``).
 CLIENT_SECONDS = 60.0
+#: Seconds a connection may wait for its request line and header fields to arrive (the first
+#: request, and each next one on a kept-alive connection): an idle or trickling client holds a
+#: thread no longer than that. The body then has what is left of CLIENT_SECONDS.
+HEAD_SECONDS = 10.0
 #: Client connections served at once; past them a new connection is answered 503 and closed.
 DEFAULT_MAX_CONNECTIONS = 512
 #: Seconds between two looks of the watchdog at the deadlines of requests being read.
@@ -161,6 +167,7 @@ class GuardSettings:
     #: Connections one client address may hold at once (0: a quarter of ``max_connections``).
     max_connections_per_address: int = 0
     client_seconds: float = CLIENT_SECONDS
+    head_seconds: float = HEAD_SECONDS
     #: The engine behind the guard when it can restart (``serve.Engine``); None: a fixed upstream.
     engine: EngineLink | None = None
     #: How to reach the engine of a generation within some seconds, when not straight at its port
@@ -406,6 +413,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         is to be closed, after an error answer where one can be understood."""
         self.command = ""
         self.close_connection = True
+        self.server.idle(self.connection, self.client_address, False)
         line: bytes = self.raw_requestline
         self.requestline = line.decode("iso-8859-1").rstrip("\r\n")
         found = _REQUEST_LINE.fullmatch(line)
@@ -438,17 +446,24 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         self.close_connection = minor == b"0" or connection == "close"
         if minor == b"0" and connection == "keep-alive":
             self.close_connection = False
+        # The head is in: the rest of the request (its body) has what is left of client_seconds.
+        self.server.watchdog.arm(self.connection, self.server.settings.client_seconds)
         if (self.headers.get("Expect") or "").lower() == "100-continue" and minor != b"0":
             return self.handle_expect_100()
         return True
 
     def handle_one_request(self) -> None:
-        # The whole request (line, headers, body) must arrive within client_seconds: a client that
-        # trickles a byte now and then would otherwise hold its thread for ever.
-        self.server.watchdog.arm(self.connection, self.server.settings.client_seconds)
+        # The request line and fields must arrive within head_seconds, the whole request within
+        # client_seconds: a client that trickles a byte now and then would otherwise hold its thread
+        # for ever. Until its request line is in, the connection is idle, and the first to be closed
+        # when every connection is taken (``GuardServer.process_request``).
+        settings = self.server.settings
+        self.server.watchdog.arm(self.connection, min(settings.head_seconds, settings.client_seconds))
+        self.server.idle(self.connection, self.client_address, True)
         try:
             super().handle_one_request()
         finally:
+            self.server.idle(self.connection, self.client_address, False)
             self.server.watchdog.disarm(self.connection)
 
     def finish(self) -> None:
@@ -1196,6 +1211,9 @@ class GuardServer(http.server.ThreadingHTTPServer):
         self.buffers = Buffers(settings.max_buffered_bytes or 4 * settings.max_result_bytes)
         self._connections = 0
         self._by_address: dict[Any, int] = {}
+        #: Connections waiting for a request line: since when, and their client's address (the oldest
+        #: is closed first when all are taken).
+        self._idle: dict[socket.socket, tuple[float, Any]] = {}
         #: Connections one client address may hold at once: one address cannot take every thread.
         self.per_address = settings.max_connections_per_address or max(1, settings.max_connections // 4)
         self._connections_lock = threading.Lock()
@@ -1209,12 +1227,41 @@ class GuardServer(http.server.ThreadingHTTPServer):
             raise ServeError(f"cannot listen on {host} port {port}: {error.strerror}") from None
         self.watchdog = Watchdog()
 
+    def idle(self, connection: socket.socket, client_address: Any, waiting: bool) -> None:
+        """Note that ``connection`` waits for a request line (``waiting``), or no longer does."""
+        with self._connections_lock:
+            if waiting:
+                self._idle[connection] = (time.monotonic(), _host_of(client_address))
+            else:
+                self._idle.pop(connection, None)
+
+    def _make_room(self, address: Any | None) -> bool:
+        """Close the connection idle the longest (of ``address``; None: of anyone) so that a new one can
+        be served; whether there was one. Its thread ends as soon as its read fails. Called locked."""
+        waiting = [item for item in self._idle.items() if address is None or item[1][1] == address]
+        if not waiting:
+            return False
+        oldest = min(waiting, key=lambda item: item[1][0])[0]
+        del self._idle[oldest]
+        try:
+            oldest.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        return True
+
     def process_request(self, request: Any, client_address: Any) -> None:
         address = _host_of(client_address)
         with self._connections_lock:
             admitted = self._connections < self.settings.max_connections
             mine = self._by_address.get(address, 0)
             own_share = mine < self.per_address
+            # When every connection (or this address's share) is taken, the one idle the longest makes
+            # room: connections that send nothing cannot lock the others out.
+            if not own_share:
+                if self._make_room(address):  # one of its own: a place in all and in its share
+                    own_share = admitted = True
+            elif not admitted:
+                admitted = self._make_room(None)
             if admitted and own_share:
                 self._connections += 1
                 self._by_address[address] = mine + 1
