@@ -135,7 +135,7 @@ def repository_of(data_dir: Path) -> tuple[Path, str]:
     refuse_linked_folder(data_dir, "data folder")
     if not data_dir.is_dir():
         raise RevisionError(f"data folder {display_path(data_dir)} does not exist; pass --data DIR")
-    answer = run_git(data_dir, "rev-parse", "--show-toplevel", "--show-prefix")
+    answer = run_git(data_dir, "rev-parse", "--show-toplevel")
     if answer.returncode != 0 and b"bare repository" in answer.stderr:
         raise RevisionError(
             f"git takes data folder {display_path(data_dir)} (or a folder above it) for a bare repository "
@@ -148,8 +148,15 @@ def repository_of(data_dir: Path) -> tuple[Path, str]:
             f"data folder {display_path(data_dir)} is not in a git repository, so it has no revisions; "
             f"give two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
         )
-    top, prefix = (answer.stdout.decode("utf-8", "surrogateescape").split("\n") + ["", ""])[:2]
-    return Path(top), prefix.strip("/")
+    # One call each: a folder name may hold a line break, so two answers on two lines cannot be split.
+    prefix = run_git(data_dir, "rev-parse", "--show-prefix").stdout
+    top, inside = (_one_line(text.decode("utf-8", "surrogateescape")) for text in (answer.stdout, prefix))
+    return Path(top), inside.strip("/")
+
+
+def _one_line(text: str) -> str:
+    """git's answer without the one line break it ends with (a name may hold others)."""
+    return text[:-1] if text.endswith("\n") else text
 
 
 def check_revision_name(revision: str) -> None:

@@ -1,0 +1,477 @@
+"""Tests written to kill the mutants of records/revisions.py that survived mutation testing (issue 20).
+
+Each pins behaviour a surviving mutant changed: which entries of a revision's tree are read, and how
+each refused one is named (a name that is not UTF-8, a link, a submodule, a file over the limit)
+without ending the listing; the exact message of a tree, an object, a revision or a repository git
+cannot give; what BASE names when it is spelled as a path; the commit, tree and paths of a side read
+from git; and how git is run: found on the PATH, bounded in time, with the caller's environment, in
+English whatever the user's language, and blind to replace refs. Every repository is made in the
+test's own temporary folder, with git isolated from the machine's configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sotakg.errors import DataError, Problem
+from sotakg.records import revisions
+from sotakg.records.revisions import (
+    DataSide,
+    RevisionError,
+    check_revision_name,
+    data_tree,
+    find_revision,
+    load_revision,
+    load_side,
+    read_tree_files,
+    repository_of,
+    resolve_commit,
+    side_source,
+)
+from sotakg.records.schema import Anthology
+from sotakg.records.sources import NOT_UTF8
+
+from .gitrepo import commit, git, isolate_git, set_fields
+
+NOT_A_RECORD_FOLDER = "not in a record folder; move it into one of: adrs, papers, practices, topics"
+#: The size limit the refusal tests set, and a file of exactly that many bytes (read, not refused).
+LIMIT = 100
+AT_THE_LIMIT = b"id: SOTA-009\n" + b"#" * (LIMIT - 14) + b"\n"
+
+
+def practice(record_id: str, title: str = "Shard the optimizer state") -> str:
+    return f"id: {record_id}\nversion: 1\ntitle: {title}\nstatus: Proposed\ntopic: distributed-optimization\n"
+
+
+def small_repository(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository at ``root`` whose first commit (branch main) holds one practice in ``data/``; the
+    working directory is the folder above it, so messages name it ``root.name``."""
+    isolate_git(monkeypatch)
+    (root / "data" / "practices").mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    (root / "data" / "practices" / "SOTA-001.yaml").write_text(practice("SOTA-001"), encoding="utf-8")
+    commit(root, "one practice")
+    monkeypatch.chdir(root.parent)
+    return root
+
+
+def blob(repo: Path, data: bytes) -> str:
+    """Store ``data`` as a blob of ``repo``; its id."""
+    scratch = repo.parent / "blob.tmp"
+    scratch.write_bytes(data)
+    try:
+        return git(repo, "hash-object", "-w", str(scratch)).strip()
+    finally:
+        scratch.unlink()
+
+
+def tree_of(repo: Path, entries: list[tuple[str, str, str]]) -> str:
+    """The id of a tree holding ``entries`` (mode, object id, path), made through ``repo``'s index."""
+    for mode, object_id, path in entries:
+        git(repo, "update-index", "--add", "--cacheinfo", f"{mode},{object_id},{path}")
+    return git(repo, "write-tree").strip()
+
+
+@pytest.fixture
+def empty_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty repository for trees made by hand; the working directory is the folder above it."""
+    isolate_git(monkeypatch)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    monkeypatch.chdir(tmp_path)
+    return repo
+
+
+# ----------------------------------------------------------------------------------------- run_git
+
+
+def test_git_missing_from_the_path_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(RevisionError) as raised:
+        repository_of(tmp_path / "data")
+    assert str(raised.value) == "reading a revision needs git, and it is not installed; install git"
+
+
+def test_a_git_call_that_outlives_the_time_limit_is_an_error_naming_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "bin").mkdir()
+    slow = tmp_path / "bin" / "git"
+    slow.write_text("#!/bin/sh\nexec sleep 5\n", encoding="utf-8")
+    slow.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(revisions, "GIT_TIMEOUT", 1.0)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RevisionError) as raised:
+        repository_of(Path("data"))
+    assert str(raised.value) == "git rev-parse took more than 1 s in data"
+
+
+def test_git_looks_for_the_repository_as_the_callers_environment_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate_git(monkeypatch)
+    outer = tmp_path / "outer"
+    (outer / "sub" / "data").mkdir(parents=True)
+    git(outer, "init", "-q", "-b", "main")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(outer))  # git must not look in outer itself
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RevisionError) as raised:
+        repository_of(Path("outer/sub/data"))
+    assert str(raised.value) == (
+        "data folder outer/sub/data is not in a git repository, so it has no revisions; "
+        "give two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
+    )
+
+
+def test_gits_messages_are_read_in_english_whatever_the_users_language(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate_git(monkeypatch)
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("LANGUAGE", "de")
+    said = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "--verify", "x"], capture_output=True, text=True)
+    if said.stderr.startswith("fatal:"):
+        pytest.skip("this git has no German messages")
+    repo = tmp_path / "repo"
+    data = repo / "data"
+    for folder in ("objects/info", "refs/heads"):
+        (data / folder).mkdir(parents=True)
+    (data / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    (data / "config").write_text("[core]\n\trepositoryformatversion = 0\n", encoding="utf-8")
+    git(repo, "init", "-q", "-b", "main")
+    monkeypatch.chdir(repo)
+    with pytest.raises(RevisionError) as raised:
+        repository_of(Path("data"))
+    assert str(raised.value) == (
+        "git takes data folder data (or a folder above it) for a bare repository (it holds HEAD, objects/ "
+        "and refs/), and sotakg reads no repository a checkout could have made: git would obey its config. "
+        "Remove those files, or compare two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
+    )
+
+
+def test_a_replaced_commit_is_read_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = small_repository(tmp_path / "repo", monkeypatch)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    set_fields(repo / "data" / "practices" / "SOTA-001.yaml", title="A changed title")
+    head = commit(repo, "change the title")
+    git(repo, "replace", base, head)  # to git's porcelain, the base now reads as the head
+    side = load_revision(repo / "data", base)
+    assert side.tree == git(repo, "--no-replace-objects", "rev-parse", f"{base}:data").strip()
+    assert [record.fields["title"] for record in side.anthology.records] == ["Shard the optimizer state"]
+
+
+# ----------------------------------------------------------------------------------- repository_of
+
+
+def test_a_missing_data_folder_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RevisionError) as raised:
+        repository_of(Path("nowhere"))
+    assert str(raised.value) == "data folder nowhere does not exist; pass --data DIR"
+
+
+def test_a_data_folder_in_no_repository_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_git(monkeypatch)
+    (tmp_path / "old").mkdir()
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RevisionError) as raised:
+        repository_of(Path("old"))
+    assert str(raised.value) == (
+        "data folder old is not in a git repository, so it has no revisions; "
+        "give two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
+    )
+
+
+def test_the_data_folders_path_in_its_repository_is_kept_whole(tmp_path: Path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    repo = tmp_path / "repo"
+    (repo / "X-data").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    assert repository_of(repo / "X-data") == (Path(os.path.realpath(repo)), "X-data")
+
+
+def test_a_repository_whose_path_is_not_utf8_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_git(monkeypatch)
+    repo = tmp_path / os.fsdecode(b"anthology-\xff")
+    (repo / "data").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    assert repository_of(repo / "data") == (Path(os.path.realpath(repo)), "data")
+
+
+# ------------------------------------------------------------------------ revision names and BASE
+
+
+@pytest.mark.parametrize("name", ["main\nHEAD", "main\0HEAD"])
+def test_a_revision_name_holding_a_line_break_or_a_nul_is_refused(name: str) -> None:
+    with pytest.raises(RevisionError) as raised:
+        check_revision_name(name)
+    assert str(raised.value) == (
+        f"{name!r} is not a git revision; give a branch, tag or commit such as origin/main "
+        f"(or a data folder as a path, such as ./old-data)"
+    )
+
+
+@pytest.mark.parametrize("spec", [".", "..", "./old", "../old", "/abs/old"])
+def test_a_base_spelled_as_a_path_names_a_folder(spec: str) -> None:
+    assert side_source(spec) == Path(spec)
+
+
+def test_a_base_not_spelled_as_a_path_names_a_revision() -> None:
+    assert side_source("..old") == "..old"
+
+
+def test_a_missing_revision_names_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_repository(tmp_path / "repo", monkeypatch)
+    with pytest.raises(RevisionError) as raised:
+        resolve_commit(Path("repo"), "nosuch")
+    assert str(raised.value) == (
+        "no revision 'nosuch' in the repository at repo; "
+        "check the name (git log --oneline), or fetch it first (git fetch origin nosuch)"
+    )
+
+
+# ------------------------------------------------------------------------- the data folder's tree
+
+
+def test_a_revision_where_the_data_folder_is_a_file_has_no_folder(tmp_path: Path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "data").write_text("not a folder yet\n", encoding="utf-8")
+    first = commit(repo, "data is a file")
+    with pytest.raises(RevisionError) as raised:
+        data_tree(repo, first, "data", "v1")
+    assert str(raised.value) == "revision 'v1' has no folder data; was the data folder elsewhere then?"
+
+
+def test_a_revision_without_its_top_tree_names_the_top_folder_as_dot(tmp_path: Path, monkeypatch) -> None:
+    # The data folder is the repository's top, and the clone lacks the tree of that commit.
+    isolate_git(monkeypatch)
+    repo = tmp_path / "repo"
+    (repo / "practices").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "practices" / "SOTA-001.yaml").write_text(practice("SOTA-001"), encoding="utf-8")
+    commit(repo, "one practice")
+    top = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    (repo / ".git" / "objects" / top[:2] / top[2:]).unlink()
+    with pytest.raises(RevisionError) as raised:
+        find_revision(repo, "HEAD")
+    assert str(raised.value) == "revision 'HEAD' has no folder .; was the data folder elsewhere then?"
+
+
+def test_a_revision_before_the_data_folder_is_named_in_the_message(tmp_path: Path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("x\n", encoding="utf-8")
+    commit(repo, "no data yet")
+    git(repo, "tag", "v0")
+    (repo / "data" / "practices").mkdir(parents=True)
+    (repo / "data" / "practices" / "SOTA-001.yaml").write_text(practice("SOTA-001"), encoding="utf-8")
+    commit(repo, "one practice")
+    with pytest.raises(RevisionError) as raised:
+        find_revision(repo / "data", "v0")
+    assert str(raised.value) == "revision 'v0' has no folder data; was the data folder elsewhere then?"
+
+
+# ------------------------------------------------------------------------- a side read from a revision
+
+
+def test_a_side_read_from_git_carries_its_commit_tree_and_paths(tmp_path: Path, monkeypatch) -> None:
+    repo = small_repository(tmp_path / "repo", monkeypatch)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    side = load_revision(repo / "data", "main")
+    assert (side.label, side.root, side.tree, side.commit, side.link_root) == (
+        f"main ({head[:12]})",
+        "data",
+        git(repo, "rev-parse", "main:data").strip(),
+        head,
+        "data",
+    )
+    assert [(record.id, record.file) for record in side.anthology.records] == [
+        ("SOTA-001", "data/practices/SOTA-001.yaml")
+    ]
+
+
+def test_files_of_a_revision_outside_the_record_folders_are_problems(tmp_path: Path, monkeypatch) -> None:
+    repo = small_repository(tmp_path / "repo", monkeypatch)
+    (repo / "data" / "notes.yaml").write_text("id: SOTA-002\n", encoding="utf-8")
+    (repo / "data" / "practices" / "sub").mkdir()
+    (repo / "data" / "practices" / "sub" / "SOTA-003.yaml").write_text(practice("SOTA-003"), encoding="utf-8")
+    commit(repo, "two files outside the record folders")
+    with pytest.raises(DataError) as raised:
+        load_revision(repo / "data", "main")
+    assert raised.value.problems == [
+        Problem("data/notes.yaml", None, "notes", NOT_A_RECORD_FOLDER),
+        Problem("data/practices/sub/SOTA-003.yaml", None, "SOTA-003", NOT_A_RECORD_FOLDER),
+    ]
+
+
+# ----------------------------------------------------------------------------------- read_tree_files
+
+
+def test_only_yaml_files_outside_hidden_entries_are_read(empty_repo: Path) -> None:
+    record = blob(empty_repo, AT_THE_LIMIT)
+    tree = tree_of(
+        empty_repo,
+        [
+            ("100644", record, ".hidden.yaml"),  # sorted first: nothing after it may be lost
+            ("100644", record, "0-README.md"),
+            ("100644", record, "practices/.draft.yaml"),
+            ("100644", record, "practices/NOTES.txt"),
+            ("100644", record, "practices/SOTA-009.yaml"),
+            ("100644", record, "practices/SOTA-010.yml"),
+        ],
+    )
+    assert read_tree_files(empty_repo, tree, "data") == (
+        {"practices/SOTA-009.yaml": AT_THE_LIMIT, "practices/SOTA-010.yml": AT_THE_LIMIT},
+        [],
+    )
+
+
+REFUSED = {
+    "a name that is not UTF-8": (  # sorted before SOTA-009
+        "100644",
+        os.fsdecode(b"practices/SOTA-000\xff.yaml"),
+        "practices/SOTA-000\\xff.yaml",
+        "SOTA-000\\xff",
+        NOT_UTF8,
+    ),
+    "a submodule": (
+        "160000",
+        "practices/SOTA-002.yaml",
+        "practices/SOTA-002.yaml",
+        "SOTA-002",
+        "not a regular file (mode 160000) in this revision; sotakg reads only regular files",
+    ),
+    "a symbolic link": (
+        "120000",
+        "practices/SOTA-002.yaml",
+        "practices/SOTA-002.yaml",
+        "SOTA-002",
+        "a symbolic link in this revision; sotakg reads only regular files",
+    ),
+    "a file over the limit": (
+        "100644",
+        "practices/SOTA-002.yaml",
+        "practices/SOTA-002.yaml",
+        "SOTA-002",
+        f"file is {LIMIT + 1} bytes, over the {LIMIT}-byte limit (raise it with SOTAKG_MAX_FILE_BYTES)",
+    ),
+}
+
+
+@pytest.mark.parametrize("shown_prefix", ["", "data"])
+@pytest.mark.parametrize("refused", list(REFUSED))
+def test_a_refused_entry_is_a_problem_named_like_the_file_and_the_listing_goes_on(
+    empty_repo: Path, monkeypatch: pytest.MonkeyPatch, refused: str, shown_prefix: str
+) -> None:
+    monkeypatch.setenv("SOTAKG_MAX_FILE_BYTES", str(LIMIT))
+    mode, path, shown, stem, message = REFUSED[refused]
+    object_id = {
+        "100644": blob(empty_repo, b"x" * (LIMIT + 1)),
+        "120000": blob(empty_repo, b"SOTA-009.yaml"),
+        "160000": git(empty_repo, "commit-tree", "-m", "a submodule", git(empty_repo, "write-tree").strip()).strip(),
+    }[mode]
+    readable = blob(empty_repo, AT_THE_LIMIT)
+    tree = tree_of(empty_repo, [(mode, object_id, path), ("100644", readable, "practices/SOTA-009.yaml")])
+    where = f"{shown_prefix}/" if shown_prefix else ""
+    assert read_tree_files(empty_repo, tree, shown_prefix) == (
+        {"practices/SOTA-009.yaml": AT_THE_LIMIT},
+        [Problem(f"{where}{shown}", None, stem, message)],
+    )
+
+
+def test_a_name_holding_a_tab_is_read_whole(empty_repo: Path) -> None:
+    tree = tree_of(empty_repo, [("100644", blob(empty_repo, AT_THE_LIMIT), "practices/SOTA-009\tcopy.yaml")])
+    assert read_tree_files(empty_repo, tree, "data") == ({"practices/SOTA-009\tcopy.yaml": AT_THE_LIMIT}, [])
+
+
+def test_a_tree_named_like_an_option_is_taken_as_a_name(empty_repo: Path) -> None:
+    with pytest.raises(RevisionError) as raised:
+        read_tree_files(empty_repo, "--full-tree", "data")
+    assert str(raised.value) == "git cannot list tree --full-tree: fatal: Not a valid object name --full-tree"
+
+
+def test_an_object_that_is_no_tree_cannot_be_listed(empty_repo: Path) -> None:
+    record = blob(empty_repo, AT_THE_LIMIT)
+    with pytest.raises(RevisionError) as raised:
+        read_tree_files(empty_repo, record, "data")
+    assert str(raised.value) == f"git cannot list tree {record}: fatal: not a tree object"
+
+
+def test_gits_message_is_shown_even_when_it_is_not_utf8(empty_repo: Path) -> None:
+    name = os.fsdecode(b"\xff")
+    with pytest.raises(RevisionError) as raised:
+        read_tree_files(empty_repo, name, "data")
+    assert str(raised.value) == f"git cannot list tree {name}: fatal: Not a valid object name \ufffd"
+
+
+def test_an_object_git_cannot_read_is_an_error_naming_the_tree(empty_repo: Path) -> None:
+    # Its header is whole (git lists it with its size) but the rest of it is cut off.
+    record = blob(empty_repo, random.Random(20).randbytes(30000))
+    loose = empty_repo / ".git" / "objects" / record[:2] / record[2:]
+    stored = loose.read_bytes()
+    loose.chmod(0o644)
+    loose.write_bytes(stored[: len(stored) // 2])
+    tree = tree_of(empty_repo, [("100644", record, "practices/SOTA-009.yaml")])
+    with pytest.raises(RevisionError) as raised:
+        read_tree_files(empty_repo, tree, "data")
+    assert str(raised.value) == f"git cannot read the objects of tree {tree}"
+
+
+def test_an_entry_listed_as_a_file_that_holds_a_tree_is_an_error_naming_gits_answer(empty_repo: Path) -> None:
+    empty = git(empty_repo, "hash-object", "-t", "tree", "-w", os.devnull).strip()
+    raw = empty_repo.parent / "tree.tmp"
+    raw.write_bytes(b"100644 SOTA-009.yaml\0" + bytes.fromhex(empty))  # git's own tools refuse to make it
+    tree = git(empty_repo, "hash-object", "-t", "tree", "--literally", "-w", str(raw)).strip()
+    with pytest.raises(RevisionError) as raised:
+        read_tree_files(empty_repo, tree, "data/practices")
+    assert str(raised.value) == f"git answered '{empty} tree 0' for object {empty}"
+
+
+# -------------------------------------------------------------------------------------- DataSide
+
+
+def test_a_file_outside_the_sides_folder_is_kept_as_it_is() -> None:
+    side = DataSide("HEAD", Anthology([]), root="data", link_root="data")
+    assert side.relative_file("data/practices/SOTA-001.yaml") == "practices/SOTA-001.yaml"
+    assert side.relative_file("other/practices/SOTA-001.yaml") == "other/practices/SOTA-001.yaml"
+    assert side.link_path("other/practices/SOTA-001.yaml") == "data/other/practices/SOTA-001.yaml"
+
+
+def test_a_folder_in_no_repository_has_no_link_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_git(monkeypatch)
+    (tmp_path / "old" / "practices").mkdir(parents=True)
+    (tmp_path / "old" / "practices" / "SOTA-001.yaml").write_text(practice("SOTA-001"), encoding="utf-8")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    side = load_side(Path("data"), "./old")
+    assert (side.label, side.root, side.tree, side.commit, side.link_root) == ("old", "old", None, None, None)
+    assert side.link_path("old/practices/SOTA-001.yaml") == "practices/SOTA-001.yaml"
+
+
+def test_a_repository_and_a_data_folder_whose_names_hold_line_breaks(tmp_path: Path, monkeypatch) -> None:
+    isolate_git(monkeypatch)
+    top = tmp_path / "an\nthology"
+    data = top / "the\ndata"
+    (data / "practices").mkdir(parents=True)
+    (data / "practices" / "SOTA-001.yaml").write_text("id: SOTA-001\ntitle: One\n", encoding="utf-8")
+    git(top, "init", "-q", "-b", "main")
+    commit(top, "one practice")
+    assert repository_of(data) == (top, "the\ndata")
+    side = load_revision(data, "HEAD")
+    assert [record.id for record in side.anthology.records] == ["SOTA-001"]
