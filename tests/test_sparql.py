@@ -141,7 +141,7 @@ def test_cli_refusals_exit_2(runner, built_store):
 def test_the_store_refuses_updates_even_past_the_check(backend):
     """Below the lexical check, pyoxigraph's query parser does not take update text either."""
     update = "INSERT DATA { <http://x/a> <http://x/b> 1 }"
-    answer = sparql._execute(str(backend.database()), update, {}, None)  # in this process, no check
+    answer = sparql._execute(str(backend.database()), update, {})  # in this process, no check
     with pytest.raises(QuerySyntaxError, match="^syntax error at line 1, column"):
         sparql._decode(answer, update)
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")

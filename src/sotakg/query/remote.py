@@ -42,12 +42,11 @@ from .results import AskResult, GraphResult, QueryResult, SelectResult, parse_gr
 from .sparql import (
     DEFAULT_TIMEOUT,
     MAX_DEPTH,
-    QUERY_FORMS,
     Bindings,
     check_query,
     syntax_error,
     tokens,
-    values_clause,
+    with_values,
 )
 
 #: Environment variables holding credentials: a user and password (Basic or Digest, as the server
@@ -642,50 +641,6 @@ def prologue(text: str, prefixes: Mapping[str, str]) -> str:
     server knows none of them."""
     own = declared_prefixes(text)
     return "".join(f"PREFIX {name}: <{iri}>\n" for name, iri in prefixes.items() if name not in own)
-
-
-def binds_clause(bindings: Bindings) -> str:
-    """``bindings`` as ``BIND(term AS ?var)`` lines, terms written by pyoxigraph (escaped)."""
-    return "\n" + "".join(f"BIND({term} AS ?{variable.value})\n" for variable, term in bindings.items())
-
-
-def with_values(text: str, bindings: Bindings) -> str:
-    """The query with ``bindings`` stated first in the query's WHERE group, as ``BIND(term AS ?var)``
-    (``binds_clause``: terms written by pyoxigraph, escaped).
-
-    There, as with pyoxigraph's substitutions, the values are in scope for the group's FILTERs, BINDs
-    and GROUP BY; a block after the whole query would only be joined with its finished answer. A BIND
-    at the head of a group is the same join as a one-row ``VALUES`` block, and unlike one, Virtuoso 7
-    takes it as the bound start of a transitive property path (with VALUES it finds nothing, or
-    refuses the query). A query without a WHERE group to hold it (``DESCRIBE <x>``, ``CONSTRUCT WHERE
-    { ... }``, which has no FILTER) gets a ``VALUES`` block (``sparql.values_clause``) at its end, which
-    is equivalent there.
-    """
-    block = binds_clause(bindings)
-    form: str | None = None
-    depth = 0
-    groups_seen = 0
-    for token in tokens(text):
-        if form is None:
-            if token.kind == "word" and token.text.upper() in QUERY_FORMS:
-                form = token.text.upper()
-            continue
-        if form == "CONSTRUCT" and groups_seen == 0 and depth == 0 and token.kind == "word":
-            if token.text.upper() == "WHERE":
-                break  # the short form: its template is its pattern
-        if token.kind != "punct":
-            continue
-        if token.text == "{" and depth == 0:
-            groups_seen += 1
-            # CONSTRUCT's first top-level group is its template; the WHERE group comes next.
-            if groups_seen == (2 if form == "CONSTRUCT" else 1):
-                at = token.offset + 1
-                return text[:at] + block + text[at:]
-        if token.text in "({[":
-            depth += 1
-        elif token.text in ")}]":
-            depth = max(depth - 1, 0)
-    return text + values_clause(bindings)
 
 
 def check_syntax(text: str, prefixes: Mapping[str, str]) -> None:

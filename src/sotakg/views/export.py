@@ -88,8 +88,12 @@ _SLUGS_QUERY = "SELECT ?slug WHERE { ?t a sota:Topic ; sota:slug ?slug } ORDER B
 def _select(
     store: Store, query: str, bindings: Mapping[Variable, NamedNode | BlankNode | Literal] | None = None
 ) -> list[QuerySolution]:
-    """Run a SELECT query with the ontology's prefixes and bound parameters."""
-    result = store.query(query, prefixes=v.PREFIXES, substitutions=dict(bindings or {}))  # type: ignore[arg-type]
+    """Run a SELECT query with the ontology's prefixes and bound parameters (stated at the head of its
+    WHERE group, where the engine's planner sees them: ``with_values``)."""
+    from ..query.sparql import with_values
+
+    bound = with_values(query, bindings) if bindings else query
+    result = store.query(bound, prefixes=v.PREFIXES)
     return list(result)  # type: ignore[arg-type]
 
 
