@@ -14,8 +14,8 @@ than closed by code scanning).
 BASE's findings are cached by the git tree of its data folder (with the engine, the shapes and
 sotakg's version), beside the store in ``baselines/``. A pull request controls the checkout, so a
 cache file git tracks (one committed with the change) is never read: it could claim any finding
-was already there, and nor is any other when git tracks anything in the store's folder (a submodule
-there holds files git does not list as tracked). Nor does any read or write follow a link: the
+was already there, and nor is any other when git tracks anything in ``baselines/``, or when it or a
+folder above it is a submodule (whose files git does not list as tracked). Nor does any read or write follow a link: the
 store's folder (``.sotakg``) and ``baselines/`` are opened without following links (a link there
 means no cache), the cache file is read only when it is a regular file, and written to a new
 temporary name (``O_EXCL|O_NOFOLLOW``) renamed over it, which replaces a link rather than writing
@@ -162,7 +162,11 @@ def _from_the_checkout(repo: Path, store_folder: Path) -> bool:
     top = repo.resolve()
     if not cache.is_relative_to(top):
         return False
-    answer = run_git(repo, "ls-files", "--stage", "-z", "--full-name", "--", str(store_folder.resolve()))
+    # The store's folder and every folder above it in the work tree: git lists a submodule (a gitlink)
+    # only when it is named itself, never when a path inside it is.
+    folder = store_folder.resolve()
+    named = [folder, *(above for above in folder.parents if above.is_relative_to(top) and above != top)]
+    answer = run_git(repo, "ls-files", "--stage", "-z", "--full-name", "--", *map(str, named))
     if answer.returncode != 0:
         return True
     for entry in answer.stdout.split(b"\0"):
@@ -192,7 +196,7 @@ def _read_cache(store_path: Path, key: str, repo: Path, tree: str) -> list[Findi
             status = os.fstat(cache.fileno())
             if not stat.S_ISREG(status.st_mode) or status.st_size > CACHE_MAX_BYTES:
                 return None
-            document = json.loads(cache.read(CACHE_MAX_BYTES + 1).decode("utf-8"))
+            document = json.loads(cache.read(CACHE_MAX_BYTES + 1).decode("utf-8", "surrogateescape"))
         if document.get("tree") != tree:
             return None
         return [Finding(**item) for item in document["findings"]]
@@ -206,7 +210,11 @@ def _write_cache(store_path: Path, key: str, tree: str, findings: Sequence[Findi
     """Write the cache file as a new file renamed into place; a cache that cannot be written
     only costs time."""
     document = {"tree": tree, "findings": [dataclasses.asdict(f) for f in findings]}
-    data = (json.dumps(document, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        # A file name that is not UTF-8 is held in its own bytes (as os reads it, and _read_cache back).
+        data = (json.dumps(document, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a text no bytes can hold: not cached
+        return
     folder = _open_cache_folder(store_path, create=True)
     if folder is None:
         return
