@@ -40,6 +40,13 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
+def empty_repository(root: Path, folder: str | None = None) -> Path:
+    """An empty repository (branch main) at ``root``, with ``folder`` made inside it if given."""
+    (root / folder if folder else root).mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    return root
+
+
 def new_repository(root: Path) -> Path:
     """A repository at ``root`` whose first commit (branch main) holds the shipped data in ``data/``."""
     root.mkdir(parents=True, exist_ok=True)

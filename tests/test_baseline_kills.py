@@ -271,21 +271,13 @@ def test_each_revision_of_the_data_is_cached_in_a_file_of_its_own(repo: Path) ->
     assert trees == sorted(git(repo, "rev-parse", f"{rev}:data").strip() for rev in (first, "main"))
 
 
-def test_the_cache_folder_is_made_rwxr_xr_x_under_an_open_umask(repo: Path) -> None:
+def test_the_cache_folder_and_file_are_made_rwxr_xr_x_and_rw_r_r_under_an_open_umask(repo: Path) -> None:
     umask = os.umask(0)
     try:
         against(repo)
     finally:
         os.umask(umask)
     assert stat.S_IMODE(os.stat(repo / ".sotakg/baselines").st_mode) == 0o755
-
-
-def test_the_cache_file_is_made_rw_r_r_under_an_open_umask(repo: Path) -> None:
-    umask = os.umask(0)
-    try:
-        against(repo)
-    finally:
-        os.umask(umask)
     (cache,) = (repo / ".sotakg/baselines").iterdir()
     assert stat.S_IMODE(os.stat(cache).st_mode) == 0o644
 

@@ -30,7 +30,7 @@ from sotakg.resources import ontology_path
 from sotakg.views.diff import link_target, markdown_code, markdown_text, printable, record_changes
 
 from .conftest import NO_CREDENTIALS, SHIPPED_DATA, SHIPPED_TRIPLES
-from .gitrepo import commit, git, isolate_git, new_repository, set_fields
+from .gitrepo import commit, empty_repository, git, isolate_git, new_repository, set_fields
 from .servers import closed_port, oxigraph
 
 
@@ -423,9 +423,7 @@ def test_missing_revision_and_folder_outside_git_are_clear_errors(runner, histor
 
 def test_a_revision_without_the_data_folder(runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     isolate_git(monkeypatch)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = empty_repository(tmp_path / "repo")
     (repo / "README").write_text("x\n", encoding="utf-8")
     first = commit(repo, "no data yet")
     shutil.copytree(SHIPPED_DATA, repo / "data")

@@ -36,7 +36,7 @@ from sotakg.records.revisions import (
 from sotakg.records.schema import Anthology
 from sotakg.records.sources import NOT_UTF8
 
-from .gitrepo import commit, git, isolate_git, set_fields
+from .gitrepo import commit, empty_repository, git, isolate_git, set_fields
 
 NOT_A_RECORD_FOLDER = "not in a record folder; move it into one of: adrs, papers, practices, topics"
 #: The size limit the refusal tests set, and a file of exactly that many bytes (read, not refused).
@@ -81,9 +81,7 @@ def tree_of(repo: Path, entries: list[tuple[str, str, str]]) -> str:
 def empty_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty repository for trees made by hand; the working directory is the folder above it."""
     isolate_git(monkeypatch)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = empty_repository(tmp_path / "repo")
     monkeypatch.chdir(tmp_path)
     return repo
 
@@ -195,17 +193,13 @@ def test_a_data_folder_in_no_repository_is_named(tmp_path: Path, monkeypatch: py
 
 def test_the_data_folders_path_in_its_repository_is_kept_whole(tmp_path: Path, monkeypatch) -> None:
     isolate_git(monkeypatch)
-    repo = tmp_path / "repo"
-    (repo / "X-data").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
+    repo = empty_repository(tmp_path / "repo", "X-data")
     assert repository_of(repo / "X-data") == (Path(os.path.realpath(repo)), "X-data")
 
 
 def test_a_repository_whose_path_is_not_utf8_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     isolate_git(monkeypatch)
-    repo = tmp_path / os.fsdecode(b"anthology-\xff")
-    (repo / "data").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
+    repo = empty_repository(tmp_path / os.fsdecode(b"anthology-\xff"), "data")
     assert repository_of(repo / "data") == (Path(os.path.realpath(repo)), "data")
 
 
@@ -246,9 +240,7 @@ def test_a_missing_revision_names_the_repository(tmp_path: Path, monkeypatch: py
 
 def test_a_revision_where_the_data_folder_is_a_file_has_no_folder(tmp_path: Path, monkeypatch) -> None:
     isolate_git(monkeypatch)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = empty_repository(tmp_path / "repo")
     (repo / "data").write_text("not a folder yet\n", encoding="utf-8")
     first = commit(repo, "data is a file")
     with pytest.raises(RevisionError) as raised:
@@ -259,9 +251,7 @@ def test_a_revision_where_the_data_folder_is_a_file_has_no_folder(tmp_path: Path
 def test_a_revision_without_its_top_tree_names_the_top_folder_as_dot(tmp_path: Path, monkeypatch) -> None:
     # The data folder is the repository's top, and the clone lacks the tree of that commit.
     isolate_git(monkeypatch)
-    repo = tmp_path / "repo"
-    (repo / "practices").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
+    repo = empty_repository(tmp_path / "repo", "practices")
     (repo / "practices" / "SOTA-001.yaml").write_text(practice("SOTA-001"), encoding="utf-8")
     commit(repo, "one practice")
     top = git(repo, "rev-parse", "HEAD^{tree}").strip()
@@ -273,9 +263,7 @@ def test_a_revision_without_its_top_tree_names_the_top_folder_as_dot(tmp_path: P
 
 def test_a_revision_before_the_data_folder_is_named_in_the_message(tmp_path: Path, monkeypatch) -> None:
     isolate_git(monkeypatch)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = empty_repository(tmp_path / "repo")
     (repo / "README").write_text("x\n", encoding="utf-8")
     commit(repo, "no data yet")
     git(repo, "tag", "v0")
