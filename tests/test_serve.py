@@ -626,3 +626,58 @@ def test_without_namespaces_the_engine_runs_on_loopback_and_says_so(built_store,
             pass  # on loopback, as before
     finally:
         engine.stop()
+
+
+@needs_namespaces
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGABRT])
+def test_an_engine_killed_inside_its_network_is_restarted(data_copy, tmp_path, signum):
+    with serving(data_copy, tmp_path / "store") as served:
+        (holder,) = descendants_of_one(served)
+        (engine,) = descendants(holder)
+        os.kill(engine, signum)
+        deadline = time.monotonic() + 15
+        while engine in descendants(served.process.pid) or not answers(served.base):
+            assert time.monotonic() < deadline, "not restarted"
+            time.sleep(0.1)
+        assert status_of("GET", served.base + ASK) == 200
+        _code, _out, err = served.finish(signal.SIGTERM)
+    assert f"the Oxigraph server stopped (it was killed by {signal.Signals(signum).name}); restarting it" in err
+
+
+def descendants_of_one(served: Served) -> list[int]:
+    """The processes `sotakg serve` started itself (the holders of its engines' networks)."""
+    return [
+        int(child)
+        for task in Path(f"/proc/{served.process.pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
+
+
+def test_a_network_set_up_refused_after_unshare_falls_back_with_its_reason(tmp_path):
+    # AppArmor's unprivileged_userns profile lets unshare succeed and refuses what comes after it.
+    refuse = "import fcntl\ndef ioctl(*args): raise PermissionError(1, 'Operation not permitted')\nfcntl.ioctl = ioctl\n"
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with ours:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", refuse + serve._OWN_NETWORK, str(theirs.fileno()), "7878", "/bin/true"],
+            pass_fds=(theirs.fileno(),),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        theirs.close()
+    if "Operation not permitted" not in done.stderr and done.returncode == 125:
+        pytest.skip(f"no namespace here at all: {done.stderr.strip()}")
+    assert (done.returncode, done.stderr) == (
+        serve.NO_OWN_NETWORK,
+        "sotakg: no network of its own for the Oxigraph server: Operation not permitted\n",
+    )
+
+
+def test_get_without_namespaces_answers_on_loopback_and_says_so_once(built_store, monkeypatch):
+    monkeypatch.setattr(serve, "_OWN_NETWORK", f"import sys; sys.exit({serve.NO_OWN_NETWORK})")
+    monkeypatch.setattr(serve, "own_network_possible", lambda: True)
+    said: list[str] = []
+    answer = serve.get_once(*built_store, "/query?query=ASK%7B%7D", warn=said.append)
+    assert answer.status == 200 and json.loads(answer.body) == {"head": {}, "boolean": True}
+    assert said == [serve.NO_OWN_NETWORK_WARNING]

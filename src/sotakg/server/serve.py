@@ -221,20 +221,24 @@ def child_setup() -> Callable[[], None]:
 #: itself can connect to nothing outside (a SERVICE or LOAD that got past the check goes nowhere).
 #: Exits 125 when the system allows no such namespace (the caller then runs the server plainly).
 _OWN_NETWORK = r"""
-import ctypes, fcntl, os, signal, socket, struct, sys, threading
+import ctypes, fcntl, os, resource, signal, socket, struct, sys, threading
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash of the server leaves no core file behind
 control = socket.socket(fileno=int(sys.argv[1]))
 port, command = int(sys.argv[2]), sys.argv[3:]
 libc = ctypes.CDLL(None, use_errno=True)
 uid, gid = os.getuid(), os.getgid()
-if libc.unshare(0x10000000 | 0x40000000) != 0:  # CLONE_NEWUSER | CLONE_NEWNET
-    sys.stderr.write("sotakg: no network of its own for the Oxigraph server: %s\n" % os.strerror(ctypes.get_errno()))
+try:
+    if libc.unshare(0x10000000 | 0x40000000) != 0:  # CLONE_NEWUSER | CLONE_NEWNET
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
+        with open("/proc/self/" + name, "w") as handle:
+            handle.write(text)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # SIOCGIFFLAGS, SIOCSIFFLAGS: lo up
+        flags = struct.unpack("16sH14s", fcntl.ioctl(probe, 0x8913, struct.pack("16sH14s", b"lo", 0, b"")))[1]
+        fcntl.ioctl(probe, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))
+except OSError as error:  # none allowed here, or allowed but held back (AppArmor's unprivileged_userns)
+    sys.stderr.write("sotakg: no network of its own for the Oxigraph server: %s\n" % (error.strerror or error))
     sys.exit(125)
-for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
-    with open("/proc/self/" + name, "w") as handle:
-        handle.write(text)
-with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # SIOCGIFFLAGS, SIOCSIFFLAGS: lo up
-    flags = struct.unpack("16sH14s", fcntl.ioctl(probe, 0x8913, struct.pack("16sH14s", b"lo", 0, b"")))[1]
-    fcntl.ioctl(probe, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))
 me = os.getpid()
 child = os.fork()
 if child == 0:
@@ -245,28 +249,37 @@ if child == 0:
     os.execv(command[0], command)
 for number in (signal.SIGTERM, signal.SIGINT):
     signal.signal(number, lambda number, frame: os.kill(child, number))
-def reap():
-    status = os.waitpid(child, 0)[1]
-    if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(me, os.WTERMSIG(status))
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
-threading.Thread(target=reap, daemon=True).start()
-while True:
-    if not control.recv(16):  # the guard is gone
-        os.kill(child, signal.SIGKILL)
-        os._exit(0)
+def hand_over():
+    while True:
+        if not control.recv(16):  # the guard is gone
+            os.kill(child, signal.SIGKILL)
+            return
+        try:
+            connection = socket.create_connection(("127.0.0.1", port), 5)
+        except OSError as error:
+            control.send(str(error).encode()[:400] or b"no connection")
+            continue
+        connection.setblocking(True)  # handed over as a plain socket, not in the timeout's non-blocking mode
+        socket.send_fds(control, [b"ok"], [connection.fileno()])
+        connection.close()
+threading.Thread(target=hand_over, daemon=True).start()
+status = os.waitpid(child, 0)[1]  # on the main thread, which alone may set a signal's handler
+if os.WIFSIGNALED(status):  # die of the same signal, so that the guard can say which
     try:
-        connection = socket.create_connection(("127.0.0.1", port), 5)
-    except OSError as error:
-        control.send(str(error).encode()[:400] or b"no connection")
-        continue
-    connection.setblocking(True)  # handed over as a plain socket, not in the timeout's non-blocking mode
-    socket.send_fds(control, [b"ok"], [connection.fileno()])
-    connection.close()
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    except (OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
+        pass
+    os.kill(me, os.WTERMSIG(status))
+os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 """
 #: The exit status of ``_OWN_NETWORK`` when the system allows no namespace of its own.
 NO_OWN_NETWORK = 125
+#: What is said when the server cannot have a network of its own and runs on loopback instead.
+NO_OWN_NETWORK_WARNING = (
+    "warning: this system gives the Oxigraph server no network of its own (user namespaces), so its "
+    "private port on 127.0.0.1 is open to every local user, past the guard; serve on a machine of your "
+    "own, or allow unprivileged user namespaces"
+)
 #: The port the server listens on inside a network of its own (nothing else is there).
 OWN_NETWORK_PORT = 7878
 
@@ -476,11 +489,7 @@ class Engine:
             output.close()
             if self.isolated and server.process is not None and server.process.returncode == NO_OWN_NETWORK:
                 self.isolated = False
-                self.log(
-                    "warning: this system gives the Oxigraph server no network of its own (user namespaces), so "
-                    "its private port on 127.0.0.1 is open to every local user, past the guard; serve on a "
-                    "machine of your own, or allow unprivileged user namespaces"
-                )
+                self.log(NO_OWN_NETWORK_WARNING)
                 return self._spawn()
             raise
         with self._lock:
@@ -737,9 +746,11 @@ def get_once(
     max_bytes: int = DEFAULT_MAX_ANSWER,
     max_request_bytes: int = DEFAULT_MAX_REQUEST,
     max_result_bytes: int = DEFAULT_MAX_RESULT,
+    warn: Callable[[str], Any] = lambda line: print(line, file=sys.stderr),
 ) -> HttpAnswer:
     """Start the server and its guard on free loopback ports, GET ``path`` through the guard, stop
-    them: the answer (a refused query comes back as the guard's 400 or 403).
+    them: the answer (a refused query comes back as the guard's 400 or 403). ``warn`` receives the
+    warning when the server cannot have a network of its own.
 
     For scripts and CI (``sotakg serve --get PATH``). UsageProblem when ``path`` does not start with
     ``/``; ServeError when the server does not start or does not answer, or the answer is cut short
@@ -750,15 +761,18 @@ def get_once(
     served = hold_current_generation(data_dir, store_path)
     binary = find_oxigraph()
     problem: ServeError | None = None
+    isolated = own_network_possible()
     for _attempt in range(3):  # another process may take the free port before the server binds it
         with tempfile.TemporaryFile() as log:
-            isolated = own_network_possible() and _attempt < 2  # the last try without: the system may allow none
             port = OWN_NETWORK_PORT if isolated else free_port()
             with OxigraphServer(served.database, DEFAULT_HOST, port, timeout, binary, log, isolated) as server:
                 try:
                     server.wait_ready()
                 except ServeError as error:
                     problem = error
+                    if isolated and server.process is not None and server.process.poll() == NO_OWN_NETWORK:
+                        isolated = False
+                        warn(NO_OWN_NETWORK_WARNING)
                     continue
                 settings = guard_settings(server, max_request_bytes, max_result_bytes)
                 with running_guard(DEFAULT_HOST, 0, settings) as proxy:
