@@ -572,11 +572,18 @@ def test_a_request_that_trickles_in_is_cut_at_its_deadline(built_store):
         assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
 
 
+def busy_connection(port: int, source: str = "127.0.0.1") -> socket.socket:
+    """A connection whose whole request is in and at work (a query that runs for seconds): not idle."""
+    connection = socket.create_connection(("127.0.0.1", port), timeout=15, source_address=(source, 0))
+    connection.sendall(f"GET {query_url('', SLOW)} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return connection
+
+
 def test_past_max_connections_a_connection_is_answered_503_at_once(built_store):
-    with guard_over_engine(built_store, max_connections=3, max_connections_per_address=3) as guard:
-        idle = [socket.create_connection(("127.0.0.1", guard.port), timeout=15) for _ in range(3)]
-        for connection in idle:
-            connection.sendall(b"GET / HTTP/1.1\r\n")  # a request begun: none of them is idle
+    with guard_over_engine(
+        built_store, max_connections=3, max_connections_per_address=3, upstream_seconds=3.0
+    ) as guard:
+        idle = [busy_connection(guard.port) for _ in range(3)]
         try:
             time.sleep(0.2)  # accepted, each holding its thread
             started = time.monotonic()
@@ -614,6 +621,34 @@ def test_when_every_connection_is_taken_the_longest_idle_one_makes_room(built_st
                 connection.close()
 
 
+def test_a_connection_waiting_for_its_body_makes_room_too(built_store):
+    with guard_over_engine(built_store, max_connections=2, max_connections_per_address=2) as guard:
+        stalled = socket.create_connection(("127.0.0.1", guard.port), timeout=15)
+        stalled.sendall(
+            b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\nContent-Length: 1000\r\n\r\n"
+        )  # and no body
+        time.sleep(0.1)
+        other = socket.create_connection(("127.0.0.1", guard.port), timeout=15)
+        time.sleep(0.1)
+        try:
+            assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
+            assert stalled.recv(16) == b""  # the oldest waiting one was closed to make room
+        finally:
+            stalled.close()
+            other.close()
+
+
+def test_a_requests_body_has_what_is_left_of_client_seconds(built_store):
+    with guard_over_engine(built_store, client_seconds=2.0, head_seconds=1.5) as guard:
+        with socket.create_connection(("127.0.0.1", guard.port), timeout=10) as slow:
+            started = time.monotonic()
+            slow.sendall(b"POST /query HTTP/1.1\r\nHost: x\r\n")
+            time.sleep(1.0)  # the head ends within head_seconds, 1 s into the request
+            slow.sendall(b"Content-Type: application/sparql-query\r\nContent-Length: 100\r\n\r\nASK")
+            assert slow.recv(1024) == b""
+            assert 1.8 < time.monotonic() - started < 2.8  # closed at client_seconds from the start
+
+
 def test_a_connection_that_sends_no_request_is_closed_after_head_seconds(built_store):
     with guard_over_engine(built_store, head_seconds=1.0) as guard:
         for first in (b"", b"GET /query HTTP/1.1\r\nHost: x\r\n"):  # nothing; a head never ended
@@ -631,15 +666,15 @@ def test_a_connection_that_sends_no_request_is_closed_after_head_seconds(built_s
 
 
 def test_one_address_cannot_take_every_connection(built_store):
-    with guard_over_engine(built_store, max_connections=8, max_connections_per_address=2) as guard:
+    with guard_over_engine(
+        built_store, max_connections=8, max_connections_per_address=2, upstream_seconds=3.0
+    ) as guard:
         assert guard.per_address == 2
 
         def from_second_address() -> socket.socket:
             return socket.create_connection(("127.0.0.1", guard.port), timeout=15, source_address=("127.0.0.2", 0))
 
-        idle = [from_second_address() for _ in range(2)]
-        for connection in idle:
-            connection.sendall(b"GET / HTTP/1.1\r\n")  # busy (a request begun), not idle
+        idle = [busy_connection(guard.port, "127.0.0.2") for _ in range(2)]
         try:
             time.sleep(0.2)
             third = from_second_address()

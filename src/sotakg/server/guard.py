@@ -34,8 +34,8 @@ clients together at most ``max_buffered_bytes``, past which a slow client's answ
 it has CLIENT_SECONDS to take the rest. A request has HEAD_SECONDS for its line and fields and
 CLIENT_SECONDS in all to arrive (``Watchdog``), and at most ``max_connections`` clients are served at
 once, a quarter of them from any one address (each holds a thread). When all are taken, the
-connection idle the longest (waiting for a request line) is closed to make room; when none is idle,
-the next one is answered 503 and closed. The service description leaves out
+connection idle the longest (waiting for its request, or the rest of it) is closed to make room; when
+none is idle, the next one is answered 503 and closed. The service description leaves out
 ``sd:BasicFederatedQuery``, which the guard refuses.
 """
 
@@ -413,7 +413,6 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         is to be closed, after an error answer where one can be understood."""
         self.command = ""
         self.close_connection = True
-        self.server.idle(self.connection, self.client_address, False)
         line: bytes = self.raw_requestline
         self.requestline = line.decode("iso-8859-1").rstrip("\r\n")
         found = _REQUEST_LINE.fullmatch(line)
@@ -447,7 +446,9 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         if minor == b"0" and connection == "keep-alive":
             self.close_connection = False
         # The head is in: the rest of the request (its body) has what is left of client_seconds.
-        self.server.watchdog.arm(self.connection, self.server.settings.client_seconds)
+        self.server.watchdog.arm(
+            self.connection, self.server.settings.client_seconds - (time.monotonic() - self._request_started)
+        )
         if (self.headers.get("Expect") or "").lower() == "100-continue" and minor != b"0":
             return self.handle_expect_100()
         return True
@@ -455,9 +456,10 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         # The request line and fields must arrive within head_seconds, the whole request within
         # client_seconds: a client that trickles a byte now and then would otherwise hold its thread
-        # for ever. Until its request line is in, the connection is idle, and the first to be closed
-        # when every connection is taken (``GuardServer.process_request``).
+        # for ever. Until the whole request is in, the connection is idle: the one idle the longest
+        # is closed when every connection is taken (``GuardServer.process_request``).
         settings = self.server.settings
+        self._request_started = time.monotonic()
         self.server.watchdog.arm(self.connection, min(settings.head_seconds, settings.client_seconds))
         self.server.idle(self.connection, self.client_address, True)
         try:
@@ -500,6 +502,8 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         # the connection, and the client could lose the refusal.
         read = self._body()
         self.server.watchdog.disarm(self.connection)  # read in time; the answer has deadlines of its own
+        # The whole request is in: from here the connection does work, and is never closed to make room.
+        self.server.idle(self.connection, self.client_address, False)
         if read is None:
             return
         body = read
@@ -1211,8 +1215,8 @@ class GuardServer(http.server.ThreadingHTTPServer):
         self.buffers = Buffers(settings.max_buffered_bytes or 4 * settings.max_result_bytes)
         self._connections = 0
         self._by_address: dict[Any, int] = {}
-        #: Connections waiting for a request line: since when, and their client's address (the oldest
-        #: is closed first when all are taken).
+        #: Connections waiting for (the rest of) a request: since when, and their client's address
+        #: (the oldest is closed first when all are taken).
         self._idle: dict[socket.socket, tuple[float, Any]] = {}
         #: Connections one client address may hold at once: one address cannot take every thread.
         self.per_address = settings.max_connections_per_address or max(1, settings.max_connections // 4)
@@ -1228,7 +1232,7 @@ class GuardServer(http.server.ThreadingHTTPServer):
         self.watchdog = Watchdog()
 
     def idle(self, connection: socket.socket, client_address: Any, waiting: bool) -> None:
-        """Note that ``connection`` waits for a request line (``waiting``), or no longer does."""
+        """Note that ``connection`` waits for a request (``waiting``), or no longer does."""
         with self._connections_lock:
             if waiting:
                 self._idle[connection] = (time.monotonic(), _host_of(client_address))
