@@ -1260,3 +1260,27 @@ def test_an_answer_the_engine_gives_up_on_is_never_passed_as_whole(built_store, 
         "an error into it); the client got it visibly broken"
     ]
     assert fine[0] == 200 and b'<http://a/t> <http://www.w3.org/1999/02/22-rdf-syntax-ns#about> "y"' in fine[1]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "tail", "whole"),
+    [
+        ("application/ld+json", b'[{"@id":"http://a/t"}]\n', True),
+        ("application/ld+json", b"[]", True),
+        (
+            "application/ld+json",
+            b'[{"@id":"http://a/t","http://a/p":[{"@valJSON-LD does not support RDF 1.2 yet',
+            False,
+        ),
+        ("application/sparql-results+json; charset=utf-8", b'{"head":{},"boolean":true}', True),
+        ("application/sparql-results+json", b'{"head":{"vars":["x"]},"results":{"bindings":[{"x":', False),
+        ("application/rdf+xml", b"</rdf:RDF>\n", True),
+        ("application/rdf+xml", b"<p>x</p>RDF/XML reserved syntax term is not allowed as a predicate", False),
+        ("application/sparql-results+xml", b"</results></sparql>", True),
+        ("text/turtle", b"anything at all", True),  # no closing mark to look for
+    ],
+)
+def test_an_answer_ends_whole_only_with_its_formats_closing_mark(content_type, tail, whole):
+    from sotakg.server.guard import ends_whole
+
+    assert ends_whole(content_type, tail) is whole

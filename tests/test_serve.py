@@ -32,7 +32,7 @@ from sotakg.query.remote import RemoteBackend
 from sotakg.query.sparql import LocalBackend
 from sotakg.server import guard, serve
 
-from .conftest import SHIPPED_DATA, SHIPPED_TRIPLES, invoke, subprocess_env
+from .conftest import SHIPPED_DATA, SHIPPED_TRIPLES, counting_listener, invoke, subprocess_env
 from .servers import Stub, free_port, stop, stub_server, wait_until_answers
 
 ASK = "/query?query=ASK%7B%7D"
@@ -564,36 +564,13 @@ def test_the_engine_listens_in_a_network_of_its_own_and_on_no_port_of_ours(serve
     assert status_of("GET", served.base + ASK) == 200
 
 
-def counting_listener() -> tuple[socket.socket, list[int]]:
-    """A loopback listener counting the connections it accepts, on a thread of its own."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    accepted: list[int] = []
-
-    def accept() -> None:
-        while listener.fileno() >= 0:
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            accepted.append(1)
-            connection.close()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return listener, accepted
-
-
 @pytest.mark.parametrize("isolated", [pytest.param(True, marks=needs_namespaces), False])
 def test_a_service_past_the_guard_reaches_nothing_from_an_isolated_engine(built_store, isolated):
     from sotakg.server.wire import EngineConnection
 
-    listener, accepted = counting_listener()
-    port = listener.getsockname()[1]
     database = StoreLayout(built_store[1]).current_generation() / "oxigraph"  # type: ignore[operator]
     engine_port = serve.OWN_NETWORK_PORT if isolated else free_port()
-    try:
+    with counting_listener() as (port, accepted):
         with serve.OxigraphServer(
             database, port=engine_port, timeout=10, log=tempfile.TemporaryFile(), isolated=isolated
         ) as server:
@@ -602,8 +579,6 @@ def test_a_service_past_the_guard_reaches_nothing_from_an_isolated_engine(built_
             query = f"SELECT * WHERE {{ SERVICE <http://127.0.0.1:{port}/sparql> {{ ?s ?p ?o }} }}"
             answer = connection.request("GET", "/query?query=" + urllib.parse.quote(query), [("Host", "x")], None)
             connection.close()
-    finally:
-        listener.close()
     # The engine itself is asked, past the guard: only its network stands between it and the listener.
     assert (accepted == []) is isolated, (accepted, answer.status)
 
@@ -655,7 +630,9 @@ def descendants_of_one(served: Served) -> list[int]:
 
 def test_a_network_set_up_refused_after_unshare_falls_back_with_its_reason(tmp_path):
     # AppArmor's unprivileged_userns profile lets unshare succeed and refuses what comes after it.
-    refuse = "import fcntl\ndef ioctl(*args): raise PermissionError(1, 'Operation not permitted')\nfcntl.ioctl = ioctl\n"
+    refuse = (
+        "import fcntl\ndef ioctl(*args): raise PermissionError(1, 'Operation not permitted')\nfcntl.ioctl = ioctl\n"
+    )
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with ours:
         done = subprocess.run(

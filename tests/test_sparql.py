@@ -495,3 +495,20 @@ def test_a_worker_without_room_for_a_deep_stack_still_answers():
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "answered"
+
+
+@pytest.mark.parametrize("word", ["TRIPLE", "isTRIPLE", "subject", "PREDICATE", "Object"])
+def test_sparql_12_functions_of_triple_terms_are_refused(word):
+    text = f"SELECT * WHERE {{ BIND({word}(<http://x/s>) AS ?t) }}"
+    with pytest.raises(QueryRefused) as refused:
+        sparql.check_query(text)
+    assert str(refused.value) == (
+        f"{word!r} at line 1, column 23 is a SPARQL 1.2 function of triple terms, which queries here do not "
+        "take (the graph holds none)"
+    )
+
+
+def test_names_and_variables_spelled_like_those_functions_are_taken():
+    assert sparql.check_query(
+        "PREFIX ex: <http://x/> SELECT ?subject ?object WHERE { ?subject ex:object ?object }"
+    ) == ("SELECT")

@@ -684,6 +684,11 @@ def _check(text: str, limits: QueryLimits, predeclared: bool = True) -> str | No
     unknown = _first_unknown_word(text, kinds, starts, ends)
     if unknown >= 0:
         found.append((unknown, 12, lambda: _unknown_word_error(text, starts[unknown])))
+    triple_term = _first_triple_term_function(text, kinds, starts, ends)
+    if triple_term >= 0:
+        found.append(
+            (triple_term, 14, lambda: _triple_term_function_refusal(text, starts[triple_term], ends[triple_term]))
+        )
     known = dict(PREFIXES) if predeclared else {}
     undeclared = _first_undeclared_name(text, kinds, starts, ends, declared, known)
     if undeclared >= 0:
@@ -825,6 +830,28 @@ def _first_unknown_word(text: str, kinds: bytes, starts: list[int], ends: list[i
         if text[starts[index] : ends[index]].upper() not in words:
             return index
     return -1
+
+
+#: SPARQL 1.2's functions of triple terms, which the engine takes: refused with ``<<``, for the same
+#: reason (the graph holds no triple term), and because an answer holding one breaks off in the
+#: formats that cannot write it (JSON-LD, RDF/XML) after its head has said 200.
+_TRIPLE_TERM_FUNCTIONS = frozenset({"TRIPLE", "ISTRIPLE", "SUBJECT", "PREDICATE", "OBJECT"})
+
+
+def _first_triple_term_function(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> int:
+    """The index of the first word that names a function of triple terms, or -1."""
+    for index in compress(range(len(kinds)), kinds.translate(_PLAIN_WORD_SELECTOR)):
+        if text[starts[index] : ends[index]].upper() in _TRIPLE_TERM_FUNCTIONS:
+            return index
+    return -1
+
+
+def _triple_term_function_refusal(text: str, start: int, end: int) -> QueryRefused:
+    line, column = position(text, start)
+    return QueryRefused(
+        f"{text[start:end]!r} at line {line}, column {column} is a SPARQL 1.2 function of triple terms, which "
+        f"queries here do not take (the graph holds none)"
+    )
 
 
 def _unknown_word_error(text: str, offset: int) -> QuerySyntaxError:

@@ -937,12 +937,17 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
 #: How answers in these formats end when they are whole. The engine writes an error message into
 #: an answer it cannot finish (RDF/XML refuses some predicates, ``rdf:about`` say) and then ends the
 #: body as if it were whole: without its closing tag, such an answer is passed on visibly broken.
-_CLOSING_TAGS = {"application/rdf+xml": b"</rdf:RDF>", "application/sparql-results+xml": b"</sparql>"}
+_CLOSING_TAGS: dict[str, tuple[bytes, ...]] = {
+    "application/rdf+xml": (b"</rdf:RDF>",),
+    "application/sparql-results+xml": (b"</sparql>",),
+    "application/ld+json": (b"]", b"}"),  # JSON-LD cannot write a triple term: its error ends the body
+    "application/sparql-results+json": (b"}",),
+}
 
 
 def ends_whole(content_type: str, tail: bytes) -> bool:
     """Whether an answer of ``content_type`` whose last bytes are ``tail`` ends as such an answer
-    ends when it is whole (formats without a closing tag always do)."""
+    ends when it is whole (formats without a closing mark always do)."""
     closing = _CLOSING_TAGS.get(content_type.split(";", 1)[0].strip().lower())
     return closing is None or tail.rstrip().endswith(closing)
 
