@@ -206,3 +206,29 @@ def test_a_data_folder_named_by_its_real_path_is_read(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path / "checkout")
     result = CliRunner().invoke(cli, ["--data", str(outside), "validate"])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["--data", "{here}/content/data", "validate"],  # absolute, through a link inside the checkout
+        ["export", "index", "--topic", "distributed-optimization", "-o", "site/pages/index.md"],
+        ["export", "index", "--all", "-o", "{here}/site/pages"],
+        ["--store", "cache/sub/store", "build"],
+    ],
+)
+def test_no_path_through_a_committed_link_is_read_or_written(tmp_path, monkeypatch, command):
+    outside = tmp_path / "outside"
+    for folder in ("d", "out", "cache"):
+        (outside / folder).mkdir(parents=True)
+    shutil.copytree(SHIPPED_DATA, outside / "d" / "data")
+    checkout = tmp_path / "checkout"
+    shutil.copytree(SHIPPED_DATA, checkout / "data")
+    for name, target in (("content", "d"), ("site", "out"), ("cache", "cache")):
+        (checkout / name).symlink_to(outside / target)
+    monkeypatch.chdir(checkout)
+    result = CliRunner().invoke(cli, [part.format(here=checkout) for part in command])
+    assert result.exit_code in (1, 2), result.output
+    assert "symbolic link" in result.output and "does not follow it" in result.output
+    assert sorted(path.name for path in (outside / "out").iterdir()) == []
+    assert sorted(path.name for path in (outside / "cache").iterdir()) == []

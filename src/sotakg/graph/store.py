@@ -36,6 +36,7 @@ from ..records.sources import (
     display_path,
     escaped_name,
     link_refusal,
+    linked_part,
     max_file_bytes,
     read_bounded,
     scan_sources,
@@ -131,12 +132,14 @@ class StoreLayout:
         return self.path.with_name(f"{self.path.name}{GENERATION_MARK}{token}-{os.getpid()}")
 
     def check_folder(self) -> None:
-        """Refuse a store folder that is a symbolic link: the store would then live wherever it points."""
-        parent = self.path.parent
-        if parent.is_symlink():
+        """Refuse a store folder that is a symbolic link, or lies behind one (``linked_part``): the
+        store would then live wherever it points."""
+        linked = linked_part(self.path.parent)
+        if linked is not None:
+            what = "is" if linked == self.path.parent else f"lies behind {display_path(linked)}, which is"
             raise StoreError(
-                f"the store folder {display_path(parent)} is a symbolic link, and sotakg does not follow it; "
-                f"remove the link (rm {display_path(parent)}) or pass another --store"
+                f"the store folder {display_path(self.path.parent)} {what} a symbolic link, and sotakg does not "
+                f"follow it; remove the link (rm {display_path(linked)}) or pass another --store"
             )
 
     def current_generation(self) -> Path | None:

@@ -63,6 +63,8 @@ def write_output(content: str | bytes, output: Path | None) -> None:
             sys.stdout.write(content)
         return
     text = content.decode("utf-8") if isinstance(content, bytes) else content
+    if output.parent != Path():
+        refuse_linked_folder(output.parent, "output folder")  # the file itself, if a link, is replaced
     try:
         atomic_write_text(output, text)
     except OSError as error:

@@ -59,11 +59,19 @@ TOO_DEEP = f"a folder nested more than {MAX_FOLDER_DEPTH} levels deep; sotakg do
 
 
 def linked_part(path: Path) -> Path | None:
-    """The part of ``path`` that is a symbolic link, or None. For a path relative to the working
-    directory every folder on the way counts (they are in the checkout, which a pull request
-    controls); for an absolute one, the last (the folders above it are the machine's)."""
+    """The part of ``path`` that is a symbolic link, or None. Every folder on the way inside the
+    working directory counts (they are in the checkout, which a pull request controls): all of a
+    relative path, and of an absolute one those below the working directory, and the last (the
+    folders above the working directory are the machine's, and so is the way to it)."""
     parts = path.parts
-    candidates = [path] if path.is_absolute() else [Path(*parts[:end]) for end in range(1, len(parts) + 1)]
+    candidates = [Path(*parts[:end]) for end in range(1, len(parts) + 1)]
+    if path.is_absolute():
+        here = os.path.realpath(os.getcwd())
+        candidates = [
+            candidate
+            for candidate in candidates
+            if candidate == path or _inside(os.path.realpath(candidate.parent) + os.sep, here)
+        ]
     return next((candidate for candidate in candidates if candidate.is_symlink()), None)
 
 
