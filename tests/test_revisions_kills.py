@@ -463,3 +463,23 @@ def test_a_repository_and_a_data_folder_whose_names_hold_line_breaks(tmp_path: P
     assert repository_of(data) == (top, "the\ndata")
     side = load_revision(data, "HEAD")
     assert [record.id for record in side.anthology.records] == ["SOTA-001"]
+
+
+def test_a_data_folder_in_a_submodule_has_no_revisions_to_compare(tmp_path: Path, monkeypatch) -> None:
+    # A pull request can point the submodule at a repository of its own: BASE would be read there.
+    isolate_git(monkeypatch)
+    outer = empty_repository(tmp_path / "outer")
+    (outer / "README").write_text("x\n", encoding="utf-8")
+    commit(outer, "the outer repository")
+    inner = empty_repository(outer / "data", "practices")
+    (inner / "practices" / "SOTA-001.yaml").write_text("id: SOTA-001\ntitle: One\n", encoding="utf-8")
+    head = commit(inner, "the submodule's own history")
+    git(outer, "update-index", "--add", "--cacheinfo", f"160000,{head},data")
+    commit(outer, "data is a submodule")
+    monkeypatch.chdir(outer)
+    with pytest.raises(RevisionError) as raised:
+        repository_of(Path("data"))
+    assert str(raised.value) == (
+        "data folder data is in a submodule, a repository of its own that the checkout names, so its revisions "
+        "are not the checkout's; compare two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
+    )

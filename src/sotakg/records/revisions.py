@@ -148,6 +148,15 @@ def repository_of(data_dir: Path) -> tuple[Path, str]:
             f"data folder {display_path(data_dir)} is not in a git repository, so it has no revisions; "
             f"give two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
         )
+    superproject = run_git(data_dir, "rev-parse", "--show-superproject-working-tree").stdout
+    if superproject.strip():
+        # The checkout names the submodule's commit and, with .gitmodules, where it comes from: a pull
+        # request could make BASE a revision of a repository of its own choosing.
+        raise RevisionError(
+            f"data folder {display_path(data_dir)} is in a submodule, a repository of its own that the "
+            f"checkout names, so its revisions are not the checkout's; compare two data folders instead "
+            f"(sotakg diff OLD_DIR NEW_DIR)"
+        )
     # One call each: a folder name may hold a line break, so two answers on two lines cannot be split.
     prefix = run_git(data_dir, "rev-parse", "--show-prefix").stdout
     top, inside = (_one_line(text.decode("utf-8", "surrogateescape")) for text in (answer.stdout, prefix))
