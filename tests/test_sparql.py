@@ -141,7 +141,7 @@ def test_cli_refusals_exit_2(runner, built_store):
 def test_the_store_refuses_updates_even_past_the_check(backend):
     """Below the lexical check, pyoxigraph's query parser does not take update text either."""
     update = "INSERT DATA { <http://x/a> <http://x/b> 1 }"
-    answer = sparql._execute(str(backend.database()), update, {})  # in this process, no check
+    answer = sparql._execute(str(backend.database()), update, {}, None)  # in this process, no check
     with pytest.raises(QuerySyntaxError, match="^syntax error at line 1, column"):
         sparql._decode(answer, update)
     count = run_query(backend, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
@@ -512,3 +512,20 @@ def test_names_and_variables_spelled_like_those_functions_are_taken():
     assert sparql.check_query(
         "PREFIX ex: <http://x/> SELECT ?subject ?object WHERE { ?subject ex:object ?object }"
     ) == ("SELECT")
+
+
+@pytest.mark.parametrize(
+    ("text", "union"),
+    [
+        ("SELECT * WHERE { { ?a ?b ?c } UNION { ?d ?e ?f } }", True),
+        ("SELECT * { { ?a ?b ?c } UNION { ?d ?e ?f } UNION { ?g ?h ?i } }", True),
+        ("SELECT * WHERE { { ?a ?b ?c } UNION { ?d ?e ?f } ?x ?y ?z }", False),  # more than the UNION
+        ("SELECT * WHERE { ?x ?y ?z { ?a ?b ?c } UNION { ?d ?e ?f } }", False),
+        ("SELECT * WHERE { { ?a ?b ?c } }", False),  # one group is no UNION
+        ("SELECT * WHERE { { ?a ?b ?c } UNION }", False),
+        ("ASK { { ?a ?b '}' } UNION { ?d ?e ?f } }", True),  # a brace in a string is no brace
+    ],
+)
+def test_a_where_group_that_is_a_union_of_groups_is_told(text, union):
+    # Such a query gets its parameters as substitutions on the embedded store, any other stated in its text.
+    assert sparql._where_is_a_union(text) is union
