@@ -69,7 +69,11 @@ TESTS = {
     "src/sotakg/records/importer.py": ["tests/test_import_export.py", "tests/test_schema_kills.py"],
     "src/sotakg/records/revisions.py": ["tests/test_diff.py", "tests/test_revisions_kills.py"],
     "src/sotakg/records/indexpage.py": ["tests/test_import_export.py", "tests/test_roundtrip.py", "tests/test_fuzz.py"],
-    "src/sotakg/rules/incremental.py": ["tests/test_incremental.py", "tests/test_build.py"],
+    "src/sotakg/rules/incremental.py": [
+        "tests/test_incremental.py",
+        "tests/test_build.py",
+        "tests/test_incremental_kills.py",
+    ],
 }
 KILLS = "tests/test_mutation_kills.py"
 #: Tests that run sotakg in a child process are left out (and ``tests/test_crash_safety.py``, made of
