@@ -420,7 +420,7 @@ def test_a_link_at_the_temporary_name_is_never_written_through(
     cache.unlink()
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n", encoding="utf-8")
-    monkeypatch.setattr(secrets, "token_hex", lambda nbytes=None: "guessed")
+    monkeypatch.setattr(secrets, "token_hex", lambda *_: "guessed")
     os.symlink(victim, cache.parent / f".{cache.stem}.guessed.tmp")
     assert against(repo).state_counts() == RECOMPUTED
     assert victim.read_text(encoding="utf-8") == "precious\n"
