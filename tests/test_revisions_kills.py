@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,13 @@ def small_repository(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
+def refusal(call: Callable[[], object]) -> str:
+    """The message of the RevisionError that ``call`` raises."""
+    with pytest.raises(RevisionError) as raised:
+        call()
+    return str(raised.value)
+
+
 def blob(repo: Path, data: bytes) -> str:
     """Store ``data`` as a blob of ``repo``; its id."""
     scratch = repo.parent / "blob.tmp"
@@ -93,9 +101,10 @@ def test_git_missing_from_the_path_is_a_clear_error(tmp_path: Path, monkeypatch:
     (tmp_path / "data").mkdir()
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(RevisionError) as raised:
-        repository_of(tmp_path / "data")
-    assert str(raised.value) == "reading a revision needs git, and it is not installed; install git"
+    assert (
+        refusal(lambda: repository_of(tmp_path / "data"))
+        == "reading a revision needs git, and it is not installed; install git"
+    )
 
 
 def test_a_git_call_that_outlives_the_time_limit_is_an_error_naming_the_command(
@@ -109,9 +118,7 @@ def test_a_git_call_that_outlives_the_time_limit_is_an_error_naming_the_command(
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(revisions, "GIT_TIMEOUT", 1.0)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(RevisionError) as raised:
-        repository_of(Path("data"))
-    assert str(raised.value) == "git rev-parse took more than 1 s in data"
+    assert refusal(lambda: repository_of(Path("data"))) == "git rev-parse took more than 1 s in data"
 
 
 def test_git_looks_for_the_repository_as_the_callers_environment_says(
@@ -123,9 +130,7 @@ def test_git_looks_for_the_repository_as_the_callers_environment_says(
     git(outer, "init", "-q", "-b", "main")
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(outer))  # git must not look in outer itself
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(RevisionError) as raised:
-        repository_of(Path("outer/sub/data"))
-    assert str(raised.value) == (
+    assert refusal(lambda: repository_of(Path("outer/sub/data"))) == (
         "data folder outer/sub/data is not in a git repository, so it has no revisions; "
         "give two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
     )
@@ -148,9 +153,7 @@ def test_gits_messages_are_read_in_english_whatever_the_users_language(
     (data / "config").write_text("[core]\n\trepositoryformatversion = 0\n", encoding="utf-8")
     git(repo, "init", "-q", "-b", "main")
     monkeypatch.chdir(repo)
-    with pytest.raises(RevisionError) as raised:
-        repository_of(Path("data"))
-    assert str(raised.value) == (
+    assert refusal(lambda: repository_of(Path("data"))) == (
         "git takes data folder data (or a folder above it) for a bare repository (it holds HEAD, objects/ "
         "and refs/), and sotakg reads no repository a checkout could have made: git would obey its config. "
         "Remove those files, or compare two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
@@ -173,9 +176,7 @@ def test_a_replaced_commit_is_read_as_it_is(tmp_path: Path, monkeypatch: pytest.
 
 def test_a_missing_data_folder_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(RevisionError) as raised:
-        repository_of(Path("nowhere"))
-    assert str(raised.value) == "data folder nowhere does not exist; pass --data DIR"
+    assert refusal(lambda: repository_of(Path("nowhere"))) == "data folder nowhere does not exist; pass --data DIR"
 
 
 def test_a_data_folder_in_no_repository_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,9 +184,7 @@ def test_a_data_folder_in_no_repository_is_named(tmp_path: Path, monkeypatch: py
     (tmp_path / "old").mkdir()
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(RevisionError) as raised:
-        repository_of(Path("old"))
-    assert str(raised.value) == (
+    assert refusal(lambda: repository_of(Path("old"))) == (
         "data folder old is not in a git repository, so it has no revisions; "
         "give two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
     )
@@ -208,9 +207,7 @@ def test_a_repository_whose_path_is_not_utf8_is_found(tmp_path: Path, monkeypatc
 
 @pytest.mark.parametrize("name", ["main\nHEAD", "main\0HEAD"])
 def test_a_revision_name_holding_a_line_break_or_a_nul_is_refused(name: str) -> None:
-    with pytest.raises(RevisionError) as raised:
-        check_revision_name(name)
-    assert str(raised.value) == (
+    assert refusal(lambda: check_revision_name(name)) == (
         f"{name!r} is not a git revision; give a branch, tag or commit such as origin/main "
         f"(or a data folder as a path, such as ./old-data)"
     )
@@ -227,9 +224,7 @@ def test_a_base_not_spelled_as_a_path_names_a_revision() -> None:
 
 def test_a_missing_revision_names_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small_repository(tmp_path / "repo", monkeypatch)
-    with pytest.raises(RevisionError) as raised:
-        resolve_commit(Path("repo"), "nosuch")
-    assert str(raised.value) == (
+    assert refusal(lambda: resolve_commit(Path("repo"), "nosuch")) == (
         "no revision 'nosuch' in the repository at repo; "
         "check the name (git log --oneline), or fetch it first (git fetch origin nosuch)"
     )
@@ -243,9 +238,10 @@ def test_a_revision_where_the_data_folder_is_a_file_has_no_folder(tmp_path: Path
     repo = empty_repository(tmp_path / "repo")
     (repo / "data").write_text("not a folder yet\n", encoding="utf-8")
     first = commit(repo, "data is a file")
-    with pytest.raises(RevisionError) as raised:
-        data_tree(repo, first, "data", "v1")
-    assert str(raised.value) == "revision 'v1' has no folder data; was the data folder elsewhere then?"
+    assert (
+        refusal(lambda: data_tree(repo, first, "data", "v1"))
+        == "revision 'v1' has no folder data; was the data folder elsewhere then?"
+    )
 
 
 def test_a_revision_without_its_top_tree_names_the_top_folder_as_dot(tmp_path: Path, monkeypatch) -> None:
@@ -256,9 +252,10 @@ def test_a_revision_without_its_top_tree_names_the_top_folder_as_dot(tmp_path: P
     commit(repo, "one practice")
     top = git(repo, "rev-parse", "HEAD^{tree}").strip()
     (repo / ".git" / "objects" / top[:2] / top[2:]).unlink()
-    with pytest.raises(RevisionError) as raised:
-        find_revision(repo, "HEAD")
-    assert str(raised.value) == "revision 'HEAD' has no folder .; was the data folder elsewhere then?"
+    assert (
+        refusal(lambda: find_revision(repo, "HEAD"))
+        == "revision 'HEAD' has no folder .; was the data folder elsewhere then?"
+    )
 
 
 def test_a_revision_before_the_data_folder_is_named_in_the_message(tmp_path: Path, monkeypatch) -> None:
@@ -270,9 +267,10 @@ def test_a_revision_before_the_data_folder_is_named_in_the_message(tmp_path: Pat
     (repo / "data" / "practices").mkdir(parents=True)
     (repo / "data" / "practices" / "SOTA-001.yaml").write_text(practice("SOTA-001"), encoding="utf-8")
     commit(repo, "one practice")
-    with pytest.raises(RevisionError) as raised:
-        find_revision(repo / "data", "v0")
-    assert str(raised.value) == "revision 'v0' has no folder data; was the data folder elsewhere then?"
+    assert (
+        refusal(lambda: find_revision(repo / "data", "v0"))
+        == "revision 'v0' has no folder data; was the data folder elsewhere then?"
+    )
 
 
 # ------------------------------------------------------------------------- a side read from a revision
@@ -389,23 +387,26 @@ def test_a_name_holding_a_tab_is_read_whole(empty_repo: Path) -> None:
 
 
 def test_a_tree_named_like_an_option_is_taken_as_a_name(empty_repo: Path) -> None:
-    with pytest.raises(RevisionError) as raised:
-        read_tree_files(empty_repo, "--full-tree", "data")
-    assert str(raised.value) == "git cannot list tree --full-tree: fatal: Not a valid object name --full-tree"
+    assert (
+        refusal(lambda: read_tree_files(empty_repo, "--full-tree", "data"))
+        == "git cannot list tree --full-tree: fatal: Not a valid object name --full-tree"
+    )
 
 
 def test_an_object_that_is_no_tree_cannot_be_listed(empty_repo: Path) -> None:
     record = blob(empty_repo, AT_THE_LIMIT)
-    with pytest.raises(RevisionError) as raised:
-        read_tree_files(empty_repo, record, "data")
-    assert str(raised.value) == f"git cannot list tree {record}: fatal: not a tree object"
+    assert (
+        refusal(lambda: read_tree_files(empty_repo, record, "data"))
+        == f"git cannot list tree {record}: fatal: not a tree object"
+    )
 
 
 def test_gits_message_is_shown_even_when_it_is_not_utf8(empty_repo: Path) -> None:
     name = os.fsdecode(b"\xff")
-    with pytest.raises(RevisionError) as raised:
-        read_tree_files(empty_repo, name, "data")
-    assert str(raised.value) == f"git cannot list tree {name}: fatal: Not a valid object name \ufffd"
+    assert (
+        refusal(lambda: read_tree_files(empty_repo, name, "data"))
+        == f"git cannot list tree {name}: fatal: Not a valid object name \ufffd"
+    )
 
 
 def test_an_object_git_cannot_read_is_an_error_naming_the_tree(empty_repo: Path) -> None:
@@ -416,9 +417,7 @@ def test_an_object_git_cannot_read_is_an_error_naming_the_tree(empty_repo: Path)
     loose.chmod(0o644)
     loose.write_bytes(stored[: len(stored) // 2])
     tree = tree_of(empty_repo, [("100644", record, "practices/SOTA-009.yaml")])
-    with pytest.raises(RevisionError) as raised:
-        read_tree_files(empty_repo, tree, "data")
-    assert str(raised.value) == f"git cannot read the objects of tree {tree}"
+    assert refusal(lambda: read_tree_files(empty_repo, tree, "data")) == f"git cannot read the objects of tree {tree}"
 
 
 def test_an_entry_listed_as_a_file_that_holds_a_tree_is_an_error_naming_gits_answer(empty_repo: Path) -> None:
@@ -426,9 +425,10 @@ def test_an_entry_listed_as_a_file_that_holds_a_tree_is_an_error_naming_gits_ans
     raw = empty_repo.parent / "tree.tmp"
     raw.write_bytes(b"100644 SOTA-009.yaml\0" + bytes.fromhex(empty))  # git's own tools refuse to make it
     tree = git(empty_repo, "hash-object", "-t", "tree", "--literally", "-w", str(raw)).strip()
-    with pytest.raises(RevisionError) as raised:
-        read_tree_files(empty_repo, tree, "data/practices")
-    assert str(raised.value) == f"git answered '{empty} tree 0' for object {empty}"
+    assert (
+        refusal(lambda: read_tree_files(empty_repo, tree, "data/practices"))
+        == f"git answered '{empty} tree 0' for object {empty}"
+    )
 
 
 # -------------------------------------------------------------------------------------- DataSide
@@ -477,9 +477,7 @@ def test_a_data_folder_in_a_submodule_has_no_revisions_to_compare(tmp_path: Path
     git(outer, "update-index", "--add", "--cacheinfo", f"160000,{head},data")
     commit(outer, "data is a submodule")
     monkeypatch.chdir(outer)
-    with pytest.raises(RevisionError) as raised:
-        repository_of(Path("data"))
-    assert str(raised.value) == (
+    assert refusal(lambda: repository_of(Path("data"))) == (
         "data folder data is in a submodule, a repository of its own that the checkout names, so its revisions "
         "are not the checkout's; compare two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
     )
