@@ -232,3 +232,17 @@ def test_no_path_through_a_committed_link_is_read_or_written(tmp_path, monkeypat
     assert "symbolic link" in result.output and "does not follow it" in result.output
     assert sorted(path.name for path in (outside / "out").iterdir()) == []
     assert sorted(path.name for path in (outside / "cache").iterdir()) == []
+
+
+def test_the_freshness_scan_looks_at_nothing_behind_a_linked_data_folder(tmp_path, monkeypatch):
+    # Every command's freshness check stats (and for a changed stat reads) the data files before a
+    # build would refuse the folder: it refuses it first.
+    from sotakg.errors import LinkedFolder
+    from sotakg.graph.store import scan_stats
+
+    shutil.copytree(SHIPPED_DATA, tmp_path / "outside" / "data")
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "checkout" / "data").symlink_to(tmp_path / "outside" / "data")
+    monkeypatch.chdir(tmp_path / "checkout")
+    with pytest.raises(LinkedFolder, match=r"^the data folder data is a symbolic link"):
+        scan_stats(Path("data"))

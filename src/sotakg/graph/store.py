@@ -39,6 +39,7 @@ from ..records.sources import (
     linked_part,
     max_file_bytes,
     read_bounded,
+    refuse_linked_folder,
     scan_sources,
 )
 from ..resources import ontology_path
@@ -435,6 +436,7 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
     change: a top-level link to a folder inside the data folder is followed (and listed itself, so
     that pointing it elsewhere is a change), any other link is listed by its own stat, and a name
     that is not UTF-8 or a folder past ``MAX_FOLDER_DEPTH`` is listed, never looked into."""
+    refuse_linked_folder(data_dir, "data folder")  # before a stat, let alone a read, of what it leads to
     stats: dict[str, FileStat] = {}
     real_root = os.path.realpath(data_dir)
 

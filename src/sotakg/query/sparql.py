@@ -823,13 +823,17 @@ def _surely_an_iri(base: str, local: str) -> bool:
     return local.count("#") + base.count("#") <= 1
 
 
-def _first_unknown_word(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> int:
-    """The index of the first word the engine does not know (``_ENGINE_WORDS``), or -1."""
-    words = _ENGINE_WORDS
+def _first_word(text: str, kinds: bytes, starts: list[int], ends: list[int], wanted: Callable[[str], bool]) -> int:
+    """The index of the first word whose upper-case spelling is ``wanted``, or -1."""
     for index in compress(range(len(kinds)), kinds.translate(_PLAIN_WORD_SELECTOR)):
-        if text[starts[index] : ends[index]].upper() not in words:
+        if wanted(text[starts[index] : ends[index]].upper()):
             return index
     return -1
+
+
+def _first_unknown_word(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> int:
+    """The index of the first word the engine does not know (``_ENGINE_WORDS``), or -1."""
+    return _first_word(text, kinds, starts, ends, lambda word: word not in _ENGINE_WORDS)
 
 
 #: SPARQL 1.2's functions of triple terms, which the engine takes: refused with ``<<``, for the same
@@ -840,10 +844,7 @@ _TRIPLE_TERM_FUNCTIONS = frozenset({"TRIPLE", "ISTRIPLE", "SUBJECT", "PREDICATE"
 
 def _first_triple_term_function(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> int:
     """The index of the first word that names a function of triple terms, or -1."""
-    for index in compress(range(len(kinds)), kinds.translate(_PLAIN_WORD_SELECTOR)):
-        if text[starts[index] : ends[index]].upper() in _TRIPLE_TERM_FUNCTIONS:
-            return index
-    return -1
+    return _first_word(text, kinds, starts, ends, _TRIPLE_TERM_FUNCTIONS.__contains__)
 
 
 def _triple_term_function_refusal(text: str, start: int, end: int) -> QueryRefused:
@@ -1175,12 +1176,9 @@ def binds_clause(bindings: Bindings) -> str:
 def _where_is_a_union(text: str) -> bool:
     """Whether the query's WHERE group holds nothing but a UNION of groups (``{ … } UNION { … }``)."""
     listed = list(tokens(text))
-    form = next((i for i, t in enumerate(listed) if t.kind == "word" and t.text.upper() in QUERY_FORMS), None)
-    if form is None:
+    opening = _where_group(listed)
+    if opening is None:
         return False
-    opening = next((i for i in range(form, len(listed)) if listed[i].kind == "punct" and listed[i].text == "{"), None)
-    if opening is None or listed[form].text.upper() == "CONSTRUCT":
-        return False  # CONSTRUCT's first group is its template: not worth telling apart here
     branches, depth, expect_group = 0, 0, True
     for token in listed[opening + 1 :]:
         punct = token.text if token.kind == "punct" else ""
@@ -1213,31 +1211,40 @@ def with_values(text: str, bindings: Bindings) -> str:
     { ... }``, which has no FILTER) gets a ``VALUES`` block (``sparql.values_clause``) at its end, which
     is equivalent there.
     """
-    block = binds_clause(bindings)
+    listed = list(tokens(text))
+    opening = _where_group(listed)
+    if opening is None:
+        return text + values_clause(bindings)
+    at = listed[opening].offset + 1
+    return text[:at] + binds_clause(bindings) + text[at:]
+
+
+def _where_group(listed: list[Token]) -> int | None:
+    """The index in ``listed`` (the query's tokens) of the ``{`` that opens its WHERE group, or None
+    for a query without one (``DESCRIBE <x>``, ``CONSTRUCT WHERE { ... }``)."""
     form: str | None = None
     depth = 0
     groups_seen = 0
-    for token in tokens(text):
+    for index, token in enumerate(listed):
         if form is None:
             if token.kind == "word" and token.text.upper() in QUERY_FORMS:
                 form = token.text.upper()
             continue
         if form == "CONSTRUCT" and groups_seen == 0 and depth == 0 and token.kind == "word":
             if token.text.upper() == "WHERE":
-                break  # the short form: its template is its pattern
+                return None  # the short form: its template is its pattern
         if token.kind != "punct":
             continue
         if token.text == "{" and depth == 0:
             groups_seen += 1
             # CONSTRUCT's first top-level group is its template; the WHERE group comes next.
             if groups_seen == (2 if form == "CONSTRUCT" else 1):
-                at = token.offset + 1
-                return text[:at] + block + text[at:]
+                return index
         if token.text in "({[":
             depth += 1
         elif token.text in ")}]":
             depth = max(depth - 1, 0)
-    return text + values_clause(bindings)
+    return None
 
 
 # ------------------------------------------------------------------------------------------ the worker

@@ -284,6 +284,11 @@ NO_OWN_NETWORK_WARNING = (
 OWN_NETWORK_PORT = 7878
 
 
+def engine_port(isolated: bool) -> int:
+    """The port for a server: the fixed one in a network of its own, else a free loopback one."""
+    return OWN_NETWORK_PORT if isolated else free_port()
+
+
 def own_network_possible() -> bool:
     """Whether the server can be given a network of its own here: Linux (user namespaces)."""
     return sys.platform.startswith("linux") and Path("/proc/self/ns/net").exists()
@@ -356,6 +361,10 @@ class OxigraphServer:
         finally:
             if theirs is not None:
                 theirs.close()
+
+    def refused_own_network(self) -> bool:
+        """Whether this ``isolated`` server stopped because the system allows it no network of its own."""
+        return self.isolated and self.process is not None and self.process.poll() == NO_OWN_NETWORK
 
     def connect(self, seconds: float) -> socket.socket:
         """A TCP connection to the server: to its port, or for an ``isolated`` one, made inside its
@@ -479,15 +488,16 @@ class Engine:
         # No --timeout-s: the server keeps a thread alive for the whole timeout of every query it
         # answered (thousands a second under load, each with a RUST_MIN_STACK stack) until it cannot
         # spawn one and aborts. The guard enforces --timeout itself, by restarting this process.
-        port = OWN_NETWORK_PORT if self.isolated else free_port()
-        server = OxigraphServer(self.database, DEFAULT_HOST, port, None, self.binary, output, self.isolated)
+        server = OxigraphServer(
+            self.database, DEFAULT_HOST, engine_port(self.isolated), None, self.binary, output, self.isolated
+        )
         server.start()
         try:
             server.wait_ready(stop=self._stopping.is_set)
         except ServeError:
             server.stop()
             output.close()
-            if self.isolated and server.process is not None and server.process.returncode == NO_OWN_NETWORK:
+            if server.refused_own_network():
                 self.isolated = False
                 self.log(NO_OWN_NETWORK_WARNING)
                 return self._spawn()
@@ -764,13 +774,13 @@ def get_once(
     isolated = own_network_possible()
     for _attempt in range(3):  # another process may take the free port before the server binds it
         with tempfile.TemporaryFile() as log:
-            port = OWN_NETWORK_PORT if isolated else free_port()
+            port = engine_port(isolated)
             with OxigraphServer(served.database, DEFAULT_HOST, port, timeout, binary, log, isolated) as server:
                 try:
                     server.wait_ready()
                 except ServeError as error:
                     problem = error
-                    if isolated and server.process is not None and server.process.poll() == NO_OWN_NETWORK:
+                    if server.refused_own_network():
                         isolated = False
                         warn(NO_OWN_NETWORK_WARNING)
                     continue
