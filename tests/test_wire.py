@@ -162,3 +162,46 @@ def test_a_request_goes_out_in_one_piece_and_no_line_break_gets_through():
         theirs.setblocking(False)
         with pytest.raises(BlockingIOError):
             theirs.recv(4096)  # nothing of the refused requests was sent
+
+
+class Unbuffered:
+    """The same bytes without a buffer to look into: ``read_fields`` reads them line by line."""
+
+    def __init__(self, data: bytes):
+        self._stream = stream(data)
+
+    def readline(self, size: int = -1) -> bytes:
+        return self._stream.readline(size)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._stream.read1(size)
+
+
+def outcome(source) -> tuple[object, bytes]:
+    try:
+        read = read_fields(source, max_bytes=200)
+        result: object = read.items()
+    except http.client.HTTPException as error:
+        result = (type(error), str(error))
+    return result, source.read1(10_000)
+
+
+HEAD_BYTES = st.lists(
+    st.sampled_from([b"Host: x", b"X-%d:  v \t", b"A:", b"B : x", b" folded", b"C: a\rb", b"D: \x00", b"E" * 90])
+    .flatmap(lambda line: st.sampled_from([line + b"\r\n", line + b"\n", line]))
+    .map(lambda line: line.replace(b"%d", b"7")),
+    max_size=8,
+).map(b"".join)
+
+
+@given(HEAD_BYTES, st.sampled_from([b"\r\n", b"\n", b"\r", b""]), st.binary(max_size=8))
+def test_a_head_in_the_buffer_reads_as_the_line_by_line_reading_does(head, end, rest):
+    data = head + end + rest
+    assert outcome(stream(data)) == outcome(Unbuffered(data))
+
+
+def test_a_head_in_the_buffer_is_read_without_reading_line_by_line(monkeypatch):
+    source = stream(b"Host: x\r\nAccept: */*\r\n\r\nBODY")
+    monkeypatch.setattr(source, "readline", None, raising=False)
+    assert read_fields(source).items() == [("Host", "x"), ("Accept", "*/*")]
+    assert source.read() == b"BODY"

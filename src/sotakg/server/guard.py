@@ -257,9 +257,28 @@ def screen_request(
     return _screen(method, target, content_type, content_encoding, body, max_depth)
 
 
+def asks_for_description(method: str, target: str) -> bool:
+    """Whether a request asks for the service description: a GET or HEAD of a query path without a
+    query, whose query string is read as the engine reads it (``%71uery=`` is a query too)."""
+    if len(target) <= SCREENED_TARGETS_CHARS:
+        return _remembered_asks_for_description(method, target)
+    return _asks_for_description(method, target)
+
+
+def _asks_for_description(method: str, target: str) -> bool:
+    parts = urllib.parse.urlsplit(target)
+    if method not in ("GET", "HEAD") or parts.path not in QUERY_PATHS:
+        return False
+    parameters = _parameters(parts.query, "query string")
+    return not isinstance(parameters, Refusal) and "query" not in parameters
+
+
 #: Request targets up to this long have the verdict on them remembered, the last ``SCREENED_TARGETS``.
 SCREENED_TARGETS_CHARS = 8 * 1024
 SCREENED_TARGETS = 1024
+
+
+_remembered_asks_for_description = functools.lru_cache(maxsize=SCREENED_TARGETS)(_asks_for_description)
 
 
 @functools.lru_cache(maxsize=SCREENED_TARGETS)
@@ -668,14 +687,6 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         of the service description's ``<>``."""
         return f"http://{self._own_authority()}{urllib.parse.urlsplit(self.path).path}"
 
-    def _is_description(self) -> bool:
-        # A query string is read as the engine reads it (``%71uery=`` is a query too).
-        parts = urllib.parse.urlsplit(self.path)
-        if self.command not in ("GET", "HEAD") or parts.path not in QUERY_PATHS:
-            return False
-        parameters = _parameters(parts.query, "query string")
-        return not isinstance(parameters, Refusal) and "query" not in parameters
-
     def _relay(
         self, response: EngineAnswer, upstream: EngineConnection, deadline: float, generation: int, turn: _Turn
     ) -> bool:
@@ -704,7 +715,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             return False
         buffered: bytes | bytearray | None = None
         prefix = b""  # what was read of a larger answer before streaming it
-        if response.status == 200 and self._is_description():
+        if response.status == 200 and asks_for_description(self.command, self.path):
             buffered = self._read_all(response, upstream, deadline, generation, turn)
             if buffered is None:
                 return False
