@@ -69,6 +69,18 @@ TESTS = {
     "src/sotakg/records/importer.py": ["tests/test_import_export.py", "tests/test_schema_kills.py"],
     "src/sotakg/records/revisions.py": ["tests/test_diff.py", "tests/test_revisions_kills.py"],
     "src/sotakg/records/indexpage.py": ["tests/test_import_export.py", "tests/test_roundtrip.py", "tests/test_fuzz.py"],
+    "src/sotakg/graph/build.py": [
+        "tests/test_build.py",
+        "tests/test_incremental.py",
+        "tests/test_layout.py",
+        "tests/test_progress.py",
+    ],
+    "src/sotakg/rules/validate.py": ["tests/test_validate.py", "tests/test_engines.py", "tests/test_incremental.py"],
+    "src/sotakg/rules/shacl_compiler.py": [
+        "tests/test_shacl_compiler.py",
+        "tests/test_w3c_shacl.py",
+        "tests/test_validate.py",
+    ],
     "src/sotakg/rules/incremental.py": [
         "tests/test_incremental.py",
         "tests/test_build.py",
