@@ -59,9 +59,24 @@ def screening_queries() -> dict[str, str]:
     }
 
 
+def hostile_queries() -> dict[str, Callable[[int], str]]:
+    """Queries made to cost the check the most per byte, by size in KB: runs of ``<`` that compare
+    (each one stops the lexer's batch), a syntax error after many tokens (its message is explained
+    from the tokens), escapes that end a prefixed name at every other character. Each is refused."""
+    return {
+        "comparisons, one after another": lambda kb: "ASK { FILTER(1" + " <x> 1" * (kb * 1000 // 6) + ") }",
+        "a syntax error after many tokens": lambda kb: "ASK { a:x " + "?v " * (kb * 1000 // 3) + "}",
+        "broken escapes in a name": lambda kb: "ASK { a:" + "%4" * (kb * 1000 // 2) + " }",
+    }
+
+
+#: Sizes of the hostile queries, in KB: their cost per MB must not grow with the size.
+HOSTILE_KB = (50, 400)
+
+
 def screening() -> None:
     """Print the screening table: ms per MB of ``check_query`` and of the reference lexer's check."""
-    from sotakg.errors import QueryRefused
+    from sotakg.errors import QueryRefused, QuerySyntaxError
     from sotakg.query.sparql import check_query
 
     try:
@@ -75,7 +90,7 @@ def screening() -> None:
             started = time.perf_counter()
             try:
                 check(text)
-            except QueryRefused:
+            except (QueryRefused, QuerySyntaxError):
                 pass
             times.append(time.perf_counter() - started)
         return 1000 * statistics.median(times) / (len(text.encode()) / 1e6)
@@ -87,6 +102,12 @@ def screening() -> None:
         baseline = f"{per_mb(reference, text):.0f}" if reference is not None else "—"
         met = "met" if figure < SCREENING_TARGET else "NOT met"
         print(f"| {name} | {len(text.encode()) / 1000:.0f} | {figure:.0f} | {baseline} | {met} |")
+    for name, make in hostile_queries().items():
+        for kb in HOSTILE_KB:
+            text = make(kb)
+            figure = per_mb(check_query, text)
+            met = "met" if figure < SCREENING_TARGET else "NOT met"
+            print(f"| {name} (hostile) | {len(text.encode()) / 1000:.0f} | {figure:.0f} | — | {met} |")
 
 
 def load(port: int, clients: int, seconds: float) -> dict[str, float]:

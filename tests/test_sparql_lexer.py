@@ -441,3 +441,73 @@ def test_a_prefix_and_local_part_that_make_an_authority_are_not_surely_an_iri():
             NamedNode(base + local.replace("\\", ""))
         assert not _surely_an_iri(base, local)
     assert _surely_an_iri("http://x/", "a/b") and _surely_an_iri("urn:x/", "y")
+
+
+# ------------------------------------------------------------------------------------------ linear work
+
+
+class _Reading:
+    """A pattern of the lexer that counts how far into the token codes its calls read: to the end of
+    the last match a caller took, or to the end for a search that finds nothing."""
+
+    def __init__(self, pattern):
+        self.pattern = pattern
+        self.read = 0
+
+    def finditer(self, kinds, at=0, *rest):
+        last = at
+        for found in self.pattern.finditer(kinds, at, *rest):
+            self.read += found.end() - last
+            last = found.end()
+            yield found
+
+    def search(self, kinds, at=0, end=None):
+        found = self.pattern.search(kinds, at) if end is None else self.pattern.search(kinds, at, end)
+        stop = found.end() if found is not None else len(kinds) if end is None else min(end, len(kinds))
+        self.read += max(stop - at, 0)
+        return found
+
+
+COMPARISON_RUNS = {
+    "IRIs read as comparisons": lambda n: "ASK { FILTER(?a <?b" + " <?b>" * n + ") }",
+    "numbers and IRIs": lambda n: "ASK { FILTER(1" + " <x> 1" * n + ") }",
+    "groups before each <": lambda n: "ASK { FILTER((1)" + " <x> (1)" * n + ") }",
+    "nested comparisons": lambda n: "ASK { FILTER(" + "(1 <x> 1) && " * n + "1) }",
+}
+
+
+@pytest.mark.parametrize("shape", list(COMPARISON_RUNS))
+def test_a_run_of_comparisons_is_read_once_not_once_per_comparison(monkeypatch, shape):
+    """Each ``<`` that compares stops a walk of the batch's codes, which resumes after it: the walks
+    together read the codes a bounded number of times (they read the rest of the batch for each
+    comparison before: 65 s of the guard's time for one 500 KB request)."""
+    from sotakg.query import sparql
+
+    walks, searches = _Reading(sparql._WALK_EVENTS), _Reading(sparql._MAY_COMPARE)
+    monkeypatch.setattr(sparql, "_WALK_EVENTS", walks)
+    monkeypatch.setattr(sparql, "_MAY_COMPARE", searches)
+    text = COMPARISON_RUNS[shape](1500)
+    scan = sparql._Scan(text, None)
+    assert scan.kinds.count(sparql._LT) >= 700  # the comparisons were read as such
+    assert walks.read + searches.read <= 4 * len(scan.kinds)
+
+
+def test_a_long_query_gets_the_engines_message_without_reading_all_its_tokens(monkeypatch):
+    from sotakg.query import sparql
+
+    read: list[int] = []
+    real_tokens = sparql.tokens
+
+    def counted(text, limit=None):
+        read.append(0)
+        for token in real_tokens(text, limit):
+            read[-1] += 1
+            yield token
+
+    monkeypatch.setattr(sparql, "tokens", counted)
+    short = sparql.syntax_error("error at 1:7: expected one of SELECT", "ASK { a:x }")
+    assert "undeclared prefix `a:`" in str(short)  # explained
+    long_text = "ASK { a:x " + "?v " * (2 * sparql.MAX_EXPLAINED_TOKENS) + "}"
+    long = sparql.syntax_error("error at 1:7: expected one of SELECT", long_text)
+    assert read[-1] == sparql.MAX_EXPLAINED_TOKENS + 1
+    assert str(long).startswith("syntax error at line 1, column 7: expected one of SELECT\n")

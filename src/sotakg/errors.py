@@ -102,7 +102,12 @@ class ParameterProblem(UsageProblem):
 
 
 class QueryRefused(UsageProblem):
-    """A query would write to the store, reach the network or nest too deeply; it is not run."""
+    """A query would write to the store, reach the network or nest too deeply; it is not run.
+    ``writes``: refused as SPARQL Update (a server answers that 403)."""
+
+    def __init__(self, message: str, writes: bool = False):
+        super().__init__(message)
+        self.writes = writes
 
 
 class QuerySyntaxError(SotakgError):

@@ -229,7 +229,12 @@ def _byte_class(codes: Iterable[int]) -> bytes:
 
 #: An operand followed by an IRI: where a ``<`` may compare instead (in an expression).
 _MAY_COMPARE = re.compile(_byte_class(_OPERAND_CODES) + re.escape(bytes([_IRI])))
-_FRAME_EVENTS = re.compile(_byte_class({_LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _SELECT}))
+_FRAME_CODES = frozenset({_LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _SELECT})
+#: What a walk of a batch stops at: a token that opens or closes a frame (group 1), or an operand
+#: followed by an IRI (group 2: where a ``<`` may compare), whichever comes first.
+_WALK_EVENTS = re.compile(
+    b"(" + _byte_class(_FRAME_CODES) + b")|(" + _byte_class(_OPERAND_CODES) + b")(?=" + re.escape(bytes([_IRI])) + b")"
+)
 _DEPTH_EVENTS = re.compile(_byte_class({_LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _UNARY_}))
 _OPENER_CODES = frozenset({_LPAREN, _LBRACE, _LBRACKET})
 #: Frame modes: what the engine parses inside a bracket (see ``_Scan``).
@@ -390,32 +395,31 @@ class _Scan:
 
     def _walk(self, kinds: bytes, at: int, complete: bool) -> int:
         """Follow the brackets of ``kinds[at:]`` and return the index of the first IRI there that is a
-        ``<`` comparing, or -1. A batch with no operand before an IRI needs no walk (nothing follows it)."""
-        first_compares = at < len(kinds) and kinds[at] == _IRI and self.previous in _OPERAND_CODES
-        if complete and not first_compares and _MAY_COMPARE.search(kinds, at) is None:
-            return -1
+        ``<`` comparing, or -1. A batch with no operand before an IRI needs no walk (nothing follows it).
+
+        It reads no further than that IRI (a walk resumes there after the ``<``): a long run of
+        comparisons costs one pass over the batch in all, not one per comparison."""
         stack = self.stack
-        gap_from = at
-        for event in _FRAME_EVENTS.finditer(kinds, at):
-            index = event.start()
-            frame = stack[-1]
-            if frame[0] == _LPAREN and frame[1] == _EXPRESSION:
-                if first_compares:
-                    return at
-                found = _MAY_COMPARE.search(kinds, gap_from, index)
-                if found is not None:
-                    return found.start() + 1
-            previous = kinds[index - 1] if index > at else self.previous
-            before = kinds[index - 2] if index - 2 >= at else self.previous if index - 1 == at else self.before
-            self._frame_event(kinds[index], previous, before)
-            gap_from, first_compares = index, False
         frame = stack[-1]
-        if frame[0] == _LPAREN and frame[1] == _EXPRESSION:
-            if first_compares:
-                return at
-            found = _MAY_COMPARE.search(kinds, gap_from)
-            if found is not None:
-                return found.start() + 1
+        in_expression = frame[0] == _LPAREN and frame[1] == _EXPRESSION
+        if at < len(kinds) and kinds[at] == _IRI and self.previous in _OPERAND_CODES and in_expression:
+            return at
+        if complete and _MAY_COMPARE.search(kinds, at) is None:
+            return -1
+        for event in _WALK_EVENTS.finditer(kinds, at):
+            index = event.start()
+            code = kinds[index]
+            if event.lastindex == 1:
+                previous = kinds[index - 1] if index > at else self.previous
+                before = kinds[index - 2] if index - 2 >= at else self.previous if index - 1 == at else self.before
+                self._frame_event(code, previous, before)
+                frame = stack[-1]
+                in_expression = frame[0] == _LPAREN and frame[1] == _EXPRESSION
+                # a closing bracket is an operand too: ``(…) <`` compares in the frame it returns to
+                if not (code in _OPERAND_CODES and index + 1 < len(kinds) and kinds[index + 1] == _IRI):
+                    continue
+            if in_expression:
+                return index + 1
         return -1
 
 
@@ -423,7 +427,7 @@ def _scan(text: str, limit: int | None = None) -> _Scan:
     return _Scan(text, limit)
 
 
-def tokens(text: str) -> Iterator[Token]:
+def tokens(text: str, limit: int | None = None) -> Iterator[Token]:
     """Split SPARQL text into tokens as the query engine does, skipping whitespace and comments.
 
     Strings, IRIs, prefixed names (with their ``\\#`` and ``\\'`` escapes) and variables are single
@@ -431,8 +435,9 @@ def tokens(text: str) -> Iterator[Token]:
     and a ``#`` or a quote is a comment or a string exactly where the engine takes it for one. A
     ``<`` opens an IRI except inside an expression after an operand, where it compares: that needs
     the brackets around it, which are tracked (``_Scan``). Signs are separate ``punct`` tokens, as
-    the engine allows blanks between a sign and its number. Runs in time linear in the text."""
-    scan = _Scan(text, None)
+    the engine allows blanks between a sign and its number. Runs in time linear in the text; with
+    ``limit``, only the first that many tokens are read, in time linear in them."""
+    scan = _Scan(text, limit)
     names = _KIND_NAMES
     for code, start, end in zip(scan.kinds, scan.starts, scan.ends, strict=True):
         yield Token(names[code], text[start:end], start)
@@ -1034,12 +1039,14 @@ def _keyword_refusal(text: str, index: int, keyword: str, offset: int, in_name: 
     if keyword == "LOAD":
         return QueryRefused(
             f"LOAD ({where}) would make the store fetch data from the network and change the graph; "
-            f"queries here are read-only (add records under the data folder instead)"
+            f"queries here are read-only (add records under the data folder instead)",
+            writes=True,
         )
     if keyword in UPDATE_KEYWORDS:
         return QueryRefused(
             f"{keyword} ({where}) is SPARQL Update, and the graph is read-only here: it is compiled "
-            f"from the data folder. Only SELECT, ASK, CONSTRUCT and DESCRIBE queries run"
+            f"from the data folder. Only SELECT, ASK, CONSTRUCT and DESCRIBE queries run",
+            writes=True,
         )
     return QueryRefused(
         f"FROM ({where}) names a dataset the store would have to fetch; everything is in the "
@@ -1065,6 +1072,10 @@ def _tidy_expected(detail: str) -> str:
     return f"expected one of {shown}"
 
 
+#: Syntax errors of queries up to this many tokens are explained (``syntax_help``).
+MAX_EXPLAINED_TOKENS = 4000
+
+
 def syntax_error(message: str, text: str) -> QuerySyntaxError:
     """Turn pyoxigraph's ``error at L:C: ...`` into a QuerySyntaxError that says line and column and
     shows the line with a caret. Positions are the user's, since prefixes are passed, not prepended."""
@@ -1074,7 +1085,12 @@ def syntax_error(message: str, text: str) -> QuerySyntaxError:
     line, column, raw = int(match.group(1)), int(match.group(2)), " ".join(match.group(3).split())
     from .syntax_help import explain_syntax_error  # only a query that fails needs it
 
-    explained = explain_syntax_error(text, list(tokens(text)), line, column, raw, PREFIXES)
+    read = list(tokens(text, MAX_EXPLAINED_TOKENS + 1))
+    # A longer text gets the plain message: the explanations read every token several times over,
+    # and the server's guard explains each query it refuses, before any of its limits applies.
+    explained = (
+        explain_syntax_error(text, read, line, column, raw, PREFIXES) if len(read) <= MAX_EXPLAINED_TOKENS else None
+    )
     line, column, detail = explained or (line, column, _tidy_expected(raw))
     lines = text.splitlines() or [""]
     shown = lines[line - 1] if 0 < line <= len(lines) else ""

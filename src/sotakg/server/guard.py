@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import QueryRefused, QuerySyntaxError, ServeError
-from ..query.sparql import MAX_DEPTH, UPDATE_KEYWORDS, check_query, tokens
+from ..query.sparql import MAX_DEPTH, check_query
 from .wire import MAX_REQUEST_FIELD_BYTES, EngineAnswer, EngineConnection, Headers, read_fields
 
 #: Largest request body (a POSTed query or form) accepted, in bytes (``--max-request-bytes``).
@@ -215,17 +215,13 @@ def _framing_refusal(target: str, headers: Headers) -> Refusal | None:
     return None
 
 
-def _is_update(text: str) -> bool:
-    return any(token.kind == "word" and token.text.upper() in UPDATE_KEYWORDS for token in tokens(text))
-
-
 def screen_query(text: str, max_depth: int = MAX_DEPTH) -> Refusal | None:
     """Why a query text must not reach the server (403 for SPARQL Update, 400 for the rest of what
     ``check_query`` refuses), or None."""
     try:
         check_query(text, max_depth, predeclared=False)  # the Oxigraph server knows only the query's prefixes
     except QueryRefused as refused:
-        return Refusal(403 if _is_update(text) else 400, f"refused: {refused}\n")
+        return Refusal(403 if refused.writes else 400, f"refused: {refused}\n")
     except QuerySyntaxError as error:  # one the check finds itself: a string no reading of it takes
         return Refusal(400, f"refused: {error}\n")
     return None
