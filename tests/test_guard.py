@@ -1284,3 +1284,46 @@ def test_an_answer_ends_whole_only_with_its_formats_closing_mark(content_type, t
     from sotakg.server.guard import ends_whole
 
     assert ends_whole(content_type, tail) is whole
+
+
+def test_a_request_target_in_absolute_form_names_the_guard_not_the_clients_url(built_store):
+    with guard_over_engine(built_store) as guard:
+        described = raw_request(
+            guard.port,
+            b"GET http://evil.example:666/query HTTP/1.1\r\nHost: x.example:8080\r\n"
+            b"Accept: application/n-triples\r\nConnection: close\r\n\r\n",
+        )
+        asked = raw_request(
+            guard.port, b"GET HTTP://evil.example/query?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        refused = raw_request(
+            guard.port,
+            b"GET http://evil.example/query?query=ASK%7BSERVICE%3Chttp://127.0.0.1:9/%3E%7B%7D%7D HTTP/1.1\r\n"
+            b"Host: x\r\nConnection: close\r\n\r\n",
+        )
+    head, _, body = described.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), head[:80]
+    assert b"#endpoint> <http://x.example:8080/query> ." in body
+    assert b"evil" not in body and b"666" not in body
+    assert asked.startswith(b"HTTP/1.1 200 ") and asked.endswith(b'{"head":{},"boolean":true}')
+    assert refused.startswith(b"HTTP/1.1 400 ") and b"SERVICE" in refused
+
+
+def test_a_head_over_the_cap_is_refused_as_its_get_is():
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    def answers_with_a_length(connection):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += connection.recv(4096)
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/javascript\r\nContent-Length: 5000\r\n\r\n")
+        connection.sendall(b"x" * 5000)
+
+    answers = {}
+    with stand_in_server(answers_with_a_length) as (port, _):
+        settings = GuardSettings("127.0.0.1", port, max_result_bytes=1000, log=lambda line: None)
+        with running_guard("127.0.0.1", 0, settings) as guard:
+            for method in ("GET", "HEAD"):
+                request = f"{method} /yasgui.min.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+                answers[method] = raw_request(guard.port, request, 5).split(b"\r\n", 1)[0]
+    assert answers == {"GET": b"HTTP/1.1 502 Bad Gateway", "HEAD": b"HTTP/1.1 502 Bad Gateway"}

@@ -64,6 +64,27 @@ def test_get_exits_1_on_other_statuses(runner, built_store):
     )
 
 
+#: A query whose answer comes slowly: a product of all triples three times over, few rows kept.
+SLOW_CONSTRUCT = "/query?query=" + urllib.parse.quote(
+    "CONSTRUCT { ?a <http://x/p> ?g } WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . "
+    "FILTER(STRLEN(STR(?c)) + STRLEN(STR(?f)) + STRLEN(STR(?i)) = 150) }"
+)
+
+
+def test_get_past_its_timeout_is_an_error_not_a_cut_answer(runner, built_store):
+    """The guard stops the query at --timeout: the engine, which would stop it itself and write its
+    error into an N-Triples answer that then ends as if whole, only does so later."""
+    started = time.monotonic()
+    result = invoke(runner, built_store, "serve", "--timeout", "2", "--get", SLOW_CONSTRUCT)
+    assert result.exit_code == 1, result.output
+    assert "cancelled" not in result.stdout
+    assert result.stdout == "" or not result.stdout.endswith("\n")  # nothing, or visibly short
+    assert "the query ran longer than 2 s (--timeout of sotakg serve) and was stopped" in result.stderr or (
+        "cut short" in result.stderr
+    )
+    assert time.monotonic() - started < 2 + serve.ENGINE_BACKSTOP_SECONDS
+
+
 def test_get_needs_a_path(runner, built_store):
     result = invoke(runner, built_store, "serve", "--get", "query?query=ASK%7B%7D")
     assert result.exit_code == 2

@@ -79,6 +79,8 @@ DEFAULT_MAX_CONNECTIONS = 512
 WATCH_SECONDS = 0.25
 CHUNK = 1 << 16
 #: A Host header that can stand in a URL as it is: a name or IPv4 address, or a bracketed IPv6 one, and a port.
+#: A request target in absolute form (RFC 9112 §3.2.2), and what follows its authority.
+_ABSOLUTE_FORM = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://[^/?#]*+(?P<rest>[/?].*)?", re.S)
 _PLAIN_AUTHORITY = re.compile(r"(?:[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?")
 #: How much of an answer no client takes is read and dropped before the engine's connection closes.
 DRAIN_ANSWER_BYTES = 1 << 20
@@ -446,6 +448,12 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self.send_error(505, f"HTTP/{major.decode()}.{minor.decode()} is not served", "send HTTP/1.1")
             return False
         self.command, self.path = method.decode("ascii"), target.decode("iso-8859-1")
+        absolute = _ABSOLUTE_FORM.fullmatch(self.path)
+        if absolute is not None:
+            # "GET http://host/query": the engine would take the client's URL for its own (the service
+            # description's sd:endpoint, the base of relative IRIs). It gets the path; the guard's
+            # own address is named as for any request (``_own_authority``).
+            self.path = "/" + (absolute["rest"] or "").lstrip("/")
         if self.path.startswith("//"):  # as the base class does: "//host/x" would read as another host
             self.path = "/" + self.path.lstrip("/")
         try:
@@ -705,7 +713,8 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         no_body = self.command == "HEAD" or response.status in (204, 304) or 100 <= response.status < 200
         # The length the engine gave (digits only; None: chunked, or until it closes); none for 1xx, 204, 304.
         length = response.length if response.status not in (204, 304) and response.status >= 200 else None
-        if length is not None and length > settings.max_result_bytes and not no_body:
+        # A HEAD is answered as the GET it stands for would be: over the cap, that is a 502 too.
+        if length is not None and length > settings.max_result_bytes and (self.command == "HEAD" or not no_body):
             turn.release()
             self._too_large()
             return False

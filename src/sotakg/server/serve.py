@@ -651,20 +651,26 @@ def serve_banner(
     )
 
 
+#: Seconds the engine of ``serve --get`` lets a query run past ``--timeout`` before it stops the query
+#: itself: the guard stops it first. An engine that stops a query it is answering writes its error
+#: into the answer and ends it as if whole (N-Triples, CSV and TSV have no closing mark to tell).
+ENGINE_BACKSTOP_SECONDS = 10
+
+
 def guard_settings(
     upstream: OxigraphServer,
+    seconds: float,
     max_request_bytes: int = DEFAULT_MAX_REQUEST,
     max_result_bytes: int = DEFAULT_MAX_RESULT,
 ) -> GuardSettings:
-    """What the guard in front of ``upstream`` lets through."""
+    """What the guard in front of ``upstream`` lets through; a query gets ``seconds`` (``--timeout``)."""
     return GuardSettings(
         connect_host(upstream.host),
         upstream.port,
         max_request_bytes=max_request_bytes,
         max_result_bytes=max_result_bytes,
-        # the server stops a query first, and says so
-        upstream_seconds=(upstream.timeout or DEFAULT_SERVER_TIMEOUT) + 10.0,
-        connect=lambda _generation, seconds: upstream.connect(seconds),
+        upstream_seconds=seconds,
+        connect=lambda _generation, connect_seconds: upstream.connect(connect_seconds),
     )
 
 
@@ -775,7 +781,8 @@ def get_once(
     for _attempt in range(3):  # another process may take the free port before the server binds it
         with tempfile.TemporaryFile() as log:
             port = engine_port(isolated)
-            with OxigraphServer(served.database, DEFAULT_HOST, port, timeout, binary, log, isolated) as server:
+            backstop = timeout + ENGINE_BACKSTOP_SECONDS
+            with OxigraphServer(served.database, DEFAULT_HOST, port, backstop, binary, log, isolated) as server:
                 try:
                     server.wait_ready()
                 except ServeError as error:
@@ -784,11 +791,11 @@ def get_once(
                         isolated = False
                         warn(NO_OWN_NETWORK_WARNING)
                     continue
-                settings = guard_settings(server, max_request_bytes, max_result_bytes)
+                settings = guard_settings(server, timeout, max_request_bytes, max_result_bytes)
                 with running_guard(DEFAULT_HOST, 0, settings) as proxy:
                     url = base_url(DEFAULT_HOST, proxy.port)
                     try:
-                        # The server stops a query at ``timeout``; a little more lets it say so itself.
+                        # The guard stops a query at ``timeout`` (a 504, or an answer visibly cut short).
                         return http_request("GET", url + path, timeout=timeout + 5, max_bytes=max_bytes)
                     except EndpointError as error:
                         raise ServeError(f"GET {path}: {error}") from None
