@@ -1294,7 +1294,8 @@ def test_a_request_target_in_absolute_form_names_the_guard_not_the_clients_url(b
             b"Accept: application/n-triples\r\nConnection: close\r\n\r\n",
         )
         asked = raw_request(
-            guard.port, b"GET HTTP://evil.example/query?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            guard.port,
+            b"GET HTTP://evil.example/query?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         )
         refused = raw_request(
             guard.port,
