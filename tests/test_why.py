@@ -202,3 +202,40 @@ def test_a_versioned_arxiv_id_links_to_that_version_and_an_unread_locator_is_sho
     unread = runner.invoke(cli, ["--data", str(data), "--store", str(store), "why", "LIT-004"])
     assert "locator (as written; not readable): ARXIV-16040.6174\n" in unread.stdout
     assert "arXiv" not in unread.stdout
+
+
+def _adr_data(tmp_path, links):
+    """A copy of the shipped data with ADRs ADR-1000... linked as ``links`` (each: the ADRs it supersedes)."""
+    import shutil
+
+    from .conftest import SHIPPED_DATA
+
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    for number, earlier in enumerate(links, start=1000):
+        supersedes = ", ".join(f"ADR-{e}" for e in earlier)
+        (data / "adrs" / f"ADR-{number}.yaml").write_text(
+            f"id: ADR-{number}\n" + (f"supersedes: [{supersedes}]\n" if earlier else ""), encoding="utf-8"
+        )
+    return data
+
+
+@pytest.mark.parametrize(
+    ("shape", "links"),
+    [
+        ("a chain of 450", [[]] + [[1000 + n - 1] for n in range(1, 450)]),
+        ("each superseding the two before it", [[]] + [[999 + n] + ([998 + n] if n > 1 else []) for n in range(1, 40)]),
+    ],
+)
+def test_a_long_or_branching_adr_chain_is_told_oldest_first(runner, tmp_path, shape, links):
+    """(They recursed once per link, and followed every line of supersessions apart: a chain of 450
+    overflowed the stack, 22 ADRs that each supersede the two before took seconds, 40 for ever.)"""
+    from sotakg.cli import cli
+
+    data = _adr_data(tmp_path, links)
+    store = tmp_path / "store"
+    newest = f"ADR-{999 + len(links)}"
+    told = runner.invoke(cli, ["--data", str(data), "--store", str(store), "why", newest])
+    assert told.exit_code == 0, told.output
+    chain = told.stdout.split("supersession chain (oldest first): ", 1)[1]
+    assert chain.split() == " → ".join(f"ADR-{number}" for number in range(1000, 1000 + len(links))).split()

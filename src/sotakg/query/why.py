@@ -360,11 +360,35 @@ def _adr_chain(facts: Facts, adr: str) -> list[Ref]:
                 seen.add(other)
                 frontier.append(other)
 
-    def depth(node: str, visiting: frozenset[str] = frozenset()) -> int:
-        earlier = _earlier(facts, node) - visiting
-        return 0 if not earlier else 1 + max(depth(e, visiting | {node}) for e in earlier)
+    depths = _supersession_depths(facts, seen)
+    return [_ref(facts, node) for node in sorted(seen, key=lambda n: (depths[n], n))]
 
-    return [_ref(facts, node) for node in sorted(seen, key=lambda n: (depth(n), n))]
+
+def _supersession_depths(facts: Facts, nodes: set[str]) -> dict[str, int]:
+    """How long the longest line of supersessions below each of ``nodes`` is (0: it supersedes none),
+    each node visited once, without recursion: a chain of hundreds of ADRs, or ADRs that each supersede
+    the two before them, cost time linear in the links. A link back into a line being followed (a
+    cycle, which validate reports) is left out."""
+    depths: dict[str, int] = {}
+    following: set[str] = set()
+    for root in sorted(nodes):
+        if root in depths:
+            continue
+        stack = [(root, iter(sorted(_earlier(facts, root))))]
+        following.add(root)
+        while stack:
+            node, below = stack[-1]
+            step = next(below, None)
+            if step is None:
+                stack.pop()
+                following.discard(node)
+                depths[node] = max((1 + depths[e] for e in _earlier(facts, node) if e in depths), default=0)
+                continue
+            if step in depths or step in following:
+                continue
+            following.add(step)
+            stack.append((step, iter(sorted(_earlier(facts, step)))))
+    return depths
 
 
 # ------------------------------------------------------------------------------------------ rendering
