@@ -909,3 +909,21 @@ def test_the_importers_url_pattern_is_the_rules_pattern():
     rule = rdflib.URIRef("https://w3id.org/sotakg/shapes#paper-url")
     (pattern,) = shapes.objects(rule, rdflib.URIRef("http://www.w3.org/ns/shacl#pattern"))
     assert f"^{GOOD_URL_RE.pattern.replace('(?:', '(')}$" == str(pattern)
+
+
+def test_a_status_other_than_rejected_gives_a_status_note_not_a_rejection_reason(runner, tmp_path):
+    # an unknown status is kept as written: what follows it is a note on it, never a rejection reason
+    row = "| SOTA-986 | T | Doe (2020), LIT-051. | Superseded — by SOTA-017 |"
+    page, line = _page_with_row(tmp_path, row)
+    data, store = tmp_path / "data", tmp_path / "store"
+    options = ["--data", str(data), "--store", str(store)]
+    imported = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    assert imported.exit_code == 0, imported.output
+    assert f"warning: {page}:{line}: row SOTA-986: unknown status 'Superseded'" in imported.output
+    assert _read(data, "practices", "SOTA-986") == (
+        "id: SOTA-986\nversion: 1\ntitle: T\nsummary: Doe (2020), LIT-051.\nstatus: Superseded\n"
+        "status_note: by SOTA-017\ncites: [LIT-051]\ntopic: distributed-optimization\n"
+    )
+    exported = runner.invoke(cli, [*options, "export", "index", "--topic", "distributed-optimization"])
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout_bytes == page.read_bytes().rstrip(b"\n")

@@ -660,13 +660,14 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
             practice["status"] = row.status
         if row.status_column:
             practice["status_column"] = row.status_column
-        if row.reason and row.status not in STATUSES[:2]:
+        if row.reason and row.status == "Rejected":
             practice["reason"] = row.reason
             named = [i for i in _ids_in_order(row.reason) if i != row.id]
             if named:
                 practice["reason_names"] = sorted(named)
         elif row.reason:
-            # "Proposed — awaits a second source": a note on the status, no rejection reason
+            # "Proposed — awaits a second source", "Superseded — by SOTA-017" (an unknown status): a note on
+            # the status, never a rejection reason (only a rejected practice has one)
             practice["status_note"] = row.reason
         summary = row.summary or ""
         where = f"{source}:{row.line}: row {row.id}"
