@@ -41,6 +41,12 @@ BYLINE_RE = re.compile(
     re.ASCII,
 )
 BYLINE_SEPARATOR_RE = re.compile(r"\.?;\s+|\.\s+")
+#: What a summary may open with for its papers to be cited, when it is no byline the import reads:
+#: the list of papers at its start, or after names (``Smith et al., LIT-100``) and an aside in
+#: parentheses (``Doe (in press), LIT-901``); the names must read as names (``_names_only``).
+OPENING_CITATION_RE = re.compile(
+    r"(?:(?P<names>[^()|;]+?)(?: \([^()]*\))?, )?(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)\b", re.ASCII
+)
 #: A locator ends at a space or the end of the summary; the punctuation that closes a sentence or a
 #: clause just before that is not part of it (as Markdown's autolinks read it): it is cut off in code
 #: (``_locator_at``), since a pattern that gives it back one character at a time takes quadratic time.
@@ -515,12 +521,17 @@ def _names_only(authors: str) -> bool:
     return all(not word[0].islower() or word.lower() in _AUTHOR_LOWER_WORDS for word in words)
 
 
-def _byline_part_end(summary: str) -> int:
-    """Where a summary's opening words end: at its first `` — `` or end of a sentence."""
-    dash = summary.find(DASH)
-    stop = SENTENCE_END_RE.search(summary)
-    ends = [end for end in (dash, stop.start() if stop else -1) if end >= 0]
-    return min(ends) if ends else len(summary)
+def _opening_citation(summary: str) -> re.Match[str] | None:
+    """The list of papers a summary opens with, byline-shaped though perhaps unreadable
+    (``OPENING_CITATION_RE``): ``Doe (in press), LIT-901``, ``Smith et al., LIT-100``, ``LIT-100``.
+    None when the summary opens otherwise (``Unlike LIT-101, ...``, ``Not supported by LIT-100``)."""
+    found = OPENING_CITATION_RE.match(summary)
+    if found is None or found["names"] is None:
+        return found
+    names = found["names"]
+    if _SENTENCE_IN_AUTHORS_RE.search(names) or not _names_only(names):
+        return None
+    return found
 
 
 def _bylines(summary: str) -> list[re.Match[str]]:
@@ -672,10 +683,11 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
         summary = row.summary or ""
         where = f"{source}:{row.line}: row {row.id}"
         bylines = _bylines(summary)
-        # A practice cites the papers of its bylines, and of the summary's opening words (a byline the
-        # import cannot read: "Doe (in press), LIT-901."); a paper named further on is only named.
-        opening = summary[: _byline_part_end(summary)]
-        cites = _ids_in_order(" ".join([opening, *(b["lits"] for b in bylines)]), LIT_RE)
+        # A practice cites the papers of its bylines, and of the list of papers its summary opens with (a
+        # byline the import cannot read: "Doe (in press), LIT-901."); a paper named elsewhere is only named.
+        opening = _opening_citation(summary)
+        opening_lits = "" if opening is None else opening["lits"]
+        cites = _ids_in_order(" ".join([opening_lits, *(b["lits"] for b in bylines)]), LIT_RE)
         named_only = [lit for lit in _ids_in_order(summary, LIT_RE) if lit not in cites]
         if named_only:
             page.warnings.append(
