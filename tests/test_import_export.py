@@ -978,3 +978,49 @@ def test_a_status_other_than_rejected_gives_a_status_note_not_a_rejection_reason
     exported = runner.invoke(cli, [*options, "export", "index", "--topic", "distributed-optimization"])
     assert exported.exit_code == 0, exported.output
     assert exported.stdout_bytes == page.read_bytes().rstrip(b"\n")
+
+
+_LOCATOR_READ = "; its locator was read"
+
+
+@pytest.mark.parametrize(
+    ("summary", "paper", "warned"),
+    [
+        (
+            "Smith et al., LIT-100 — ARXIV-2001.00001v3.",
+            "id: LIT-100\narxiv: '2001.00001'\narxiv_version: 3\n",
+            [_unread("LIT-100", "Smith et al., LIT-100 — ARXIV-2001.00001v3.") + _LOCATOR_READ],
+        ),
+        (
+            "LIT-100 — https://example.org/p. More.",
+            "id: LIT-100\nurl: https://example.org/p\n",
+            [_unread("LIT-100", "LIT-100 — https://example.org/p. More.") + _LOCATOR_READ],
+        ),
+        (
+            "Doe (in press), LIT-100 — ARXIV-16040.6174.",
+            "id: LIT-100\nlocator: ARXIV-16040.6174\n",
+            [
+                "cannot read the locator 'ARXIV-16040.6174' of LIT-100 (expected ARXIV-YYMM.NNNNN or an http(s) "
+                "URL); kept verbatim as the paper's `locator`, which validate reports",
+                _unread("LIT-100", "Doe (in press), LIT-100 — ARXIV-16040.6174.") + _LOCATOR_READ,
+            ],
+        ),
+        (
+            "LIT-100 and LIT-101 — ARXIV-2001.00001.",
+            "id: LIT-100\n",
+            [
+                "gives one locator after 2 papers; it was not assigned to any of them (give each paper its own row "
+                "or byline)",
+                _unread("LIT-100, LIT-101", "LIT-100 and LIT-101 — ARXIV-2001.00001."),
+            ],
+        ),
+    ],
+)
+def test_the_locator_after_a_byline_the_import_cannot_read_is_kept(runner, tmp_path, summary, paper, warned):
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {summary} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert _read(data, "papers", "LIT-100") == paper
+    where = f"warning: {page}:{line}: row SOTA-986"
+    assert _row_warnings(result.output, page, line) == [
+        f"{where} {w}" if w.startswith("gives") else f"{where}: {w}" for w in warned
+    ]

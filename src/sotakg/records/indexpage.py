@@ -733,9 +733,22 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
                 read.add(lit)
         unread = [lit for lit in cites if lit not in read]
         if unread:
+            # The locator after a byline the import cannot read is read as after one it can read.
+            located = ""
+            opened = _ids_in_order(opening_lits, LIT_RE)
+            if opening is not None and len(opened) == 1 and opened[0] in unread:
+                facts = _locator(summary, opening.end("lits"), page.warnings, where, opened[0])
+                if facts:
+                    note_paper(opened[0], facts, row)
+                    located = "; its locator was read"
+            elif opening is not None and LOCATOR_RE.match(summary, opening.end("lits")):
+                page.warnings.append(
+                    f"{where} gives one locator after {len(opened)} papers; it was "
+                    f"not assigned to any of them (give each paper its own row or byline)"
+                )
             page.warnings.append(
                 f"{where}: could not read authors and year for {', '.join(unread)} from {summary[:60]!r} (a byline "
-                f"reads 'Authors (year), LIT-NNN'); cited, and imported without them"
+                f"reads 'Authors (year), LIT-NNN'); cited, and imported without them{located}"
             )
         for text in (row.reason or "", row.summary or ""):
             for adr in _ids_in_order(text, ADR_RE):
