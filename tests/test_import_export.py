@@ -1024,3 +1024,30 @@ def test_the_locator_after_a_byline_the_import_cannot_read_is_kept(runner, tmp_p
     assert _row_warnings(result.output, page, line) == [
         f"{where} {w}" if w.startswith("gives") else f"{where}: {w}" for w in warned
     ]
+
+
+@pytest.mark.parametrize(
+    ("summary", "authors"),
+    [
+        ("d'Ascoli et al. (2021), LIT-101 — ARXIV-2103.10697.", "d'Ascoli et al."),
+        ("d’Ascoli et al. (2021), LIT-101 — ARXIV-2103.10697.", "d’Ascoli et al."),
+        ("G. l'Hôpital and J. Bernoulli (2021), LIT-101 — ARXIV-2103.10697.", "G. l'Hôpital and J. Bernoulli"),
+        ("D'Souza and O'Brien (2021), LIT-101 — ARXIV-2103.10697.", "D'Souza and O'Brien"),
+        ("Łukasz Kaiser and others (2021), LIT-101 — ARXIV-2103.10697.", "Łukasz Kaiser and others"),
+    ],
+)
+def test_names_with_an_elided_particle_or_and_others_read_as_authors(runner, tmp_path, summary, authors):
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {summary} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert _row_warnings(result.output, page, line) == []
+    assert "cites: [LIT-101]\n" in _read(data, "practices", "SOTA-986")
+    assert _read(data, "papers", "LIT-101") == f"id: LIT-101\nauthors: {authors}\nyear: 2021\narxiv: '2103.10697'\n"
+
+
+@pytest.mark.parametrize("authors", ["l'amour de Smith", "Work by d'Ascoli", "See also d'Ascoli and others"])
+def test_prose_with_an_apostrophe_or_others_is_no_list_of_authors(runner, tmp_path, authors):
+    summary = f"{authors} (2021), LIT-101 — ARXIV-2103.10697."
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {summary} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert "cites:" not in _read(data, "practices", "SOTA-986")
+    assert _row_warnings(result.output, page, line) == [f"warning: {page}:{line}: row SOTA-986: LIT-101 {_NAMED}"]

@@ -505,20 +505,32 @@ def _locator(text: str, at: int, warnings: list[str], where: str, lit: str) -> d
     return {"locator": value}
 
 
-#: The lowercase words a list of authors holds: "et al.", "and", and the particles of names.
+#: The lowercase words a list of authors holds: "et al.", "and", "others", and the particles of names.
 _AUTHOR_LOWER_WORDS = frozenset(
-    "et al al. and & van von de der den da das di du del della dos le la bin ibn ter ten zu y".split()
+    "et al al. and & others van von de der den da das di du del della dos le la bin ibn ter ten zu y".split()
 )
+#: A name after an elided particle: ``d'Ascoli``, ``d’Ascoli`` (U+2019), ``l'Hôpital``, ``dell'Oro``.
+_ELIDED_PARTICLE_RE = re.compile(r"(?:d|l|dell|dall)['’](?P<name>.+)", re.S)
 _ET_AL_RE = re.compile(r"\bet al\b", re.ASCII)
 
 
+def _particle_name(word: str) -> bool:
+    """Whether ``word`` is one of the lowercase words of names (``_AUTHOR_LOWER_WORDS``) or a capitalised
+    name after an elided particle (``d'Ascoli``, ``l'Hôpital``)."""
+    if word.lower() in _AUTHOR_LOWER_WORDS:
+        return True
+    elided = _ELIDED_PARTICLE_RE.fullmatch(word)
+    return elided is not None and elided["name"][0].isupper()
+
+
 def _names_only(authors: str) -> bool:
-    """Whether ``authors`` reads as names (``Huang et al.``, ``J. Smith and K. Lee``, ``de Vries``), not
-    prose before them (``See also Narayanan et al.``, ``Later work by Smith``)."""
+    """Whether ``authors`` reads as names (``Huang et al.``, ``J. Smith and K. Lee``, ``de Vries``,
+    ``d'Ascoli et al.``, ``Łukasz Kaiser and others``), not prose before them (``See also Narayanan
+    et al.``, ``Later work by Smith``)."""
     words = authors.replace(",", " ").split()
-    if not words or not (words[0][0].isupper() or words[0].lower() in _AUTHOR_LOWER_WORDS):
+    if not words or not (words[0][0].isupper() or _particle_name(words[0])):
         return False
-    return all(not word[0].islower() or word.lower() in _AUTHOR_LOWER_WORDS for word in words)
+    return all(not word[0].islower() or _particle_name(word) for word in words)
 
 
 def _opening_citation(summary: str) -> re.Match[str] | None:
