@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyoxigraph
 import pytest
+import yaml
 
 from sotakg.cli import cli
 
@@ -1051,3 +1052,38 @@ def test_prose_with_an_apostrophe_or_others_is_no_list_of_authors(runner, tmp_pa
     assert result.exit_code == 0, result.output
     assert "cites:" not in _read(data, "practices", "SOTA-986")
     assert _row_warnings(result.output, page, line) == [f"warning: {page}:{line}: row SOTA-986: LIT-101 {_NAMED}"]
+
+
+@pytest.mark.parametrize(
+    ("locator", "after"),
+    [
+        ("<https://example.org/x>", "."),
+        ("[pdf](https://example.org/y.pdf)", ". More."),
+        ('[the paper](https://example.org/y.pdf "Title")', ""),
+        ("DOI 10.1145/3458817", "."),
+        ("DOI: 10.1145/3458817", "; see appendix."),
+    ],
+)
+def test_a_locator_in_another_markdown_form_is_kept_verbatim_and_exported_as_written(runner, tmp_path, locator, after):
+    row = f"| SOTA-986 | T | Doe (2020), LIT-901 — {locator}{after} | Proposed |"
+    page, line = _page_with_row(tmp_path, row)
+    data, store = tmp_path / "data", tmp_path / "store"
+    options = ["--data", str(data), "--store", str(store)]
+    imported = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    assert imported.exit_code == 0, imported.output
+    assert _row_warnings(imported.output, page, line) == [
+        f"warning: {page}:{line}: row SOTA-986: cannot read the locator {locator!r} of LIT-901 (expected "
+        "ARXIV-YYMM.NNNNN or an http(s) URL); kept verbatim as the paper's `locator`, which validate reports"
+    ]
+    assert yaml.safe_load(_read(data, "papers", "LIT-901")) == {
+        "id": "LIT-901",
+        "authors": "Doe",
+        "year": 2020,
+        "locator": locator,
+    }
+    exported = runner.invoke(cli, [*options, "export", "index", "--topic", "distributed-optimization"])
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout_bytes == page.read_bytes().rstrip(b"\n")
+    checked = runner.invoke(cli, [*options, "validate"])
+    assert checked.exit_code == 1
+    assert f"{data}/papers/LIT-901.yaml:4: " in checked.output and "[paper-locator-unread]" in checked.output

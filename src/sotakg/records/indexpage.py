@@ -54,8 +54,15 @@ _TRAILING_PUNCTUATION = ".,;:!?"
 ARXIV_RE = re.compile(
     r" — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-9]\d{0,2}))?(?=[.,;:!?]*+(?:\s|$))", re.ASCII
 )
-#: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL.
-LOCATOR_RE = re.compile(r" — (?P<locator>(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]\S*+|\w+://\S*+)")
+#: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL: an
+#: id with its prefix (``DOI:10.1145/3458817``, ``DOI 10.1145/3458817``, ``DOI: 10.1145/...``), a
+#: URL of another scheme, a Markdown autolink (``<https://...>``) or link (``[pdf](https://...)``,
+#: with a title or not). Each runs to the next blank, as written (every quantifier is possessive:
+#: no backtracking).
+LOCATOR_RE = re.compile(
+    r" — (?P<locator>(?:(?:DOI|doi):?+ 10\.|(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]|\w++://|<[A-Za-z][\w+.-]*+:[^\s<>]*+>"
+    r'|\[[^\[\]\n]*+\]\([^()\s]*+(?: "[^"\n]*+")?+\))\S*+)'
+)
 URL_RE = re.compile(r" — (?P<url>https?://\S++)")
 #: An http(s) URL the rules take (``rule:paper-url``'s pattern, which a test holds it to); another is
 #: kept as an unread ``locator``.
