@@ -1087,3 +1087,55 @@ def test_a_locator_in_another_markdown_form_is_kept_verbatim_and_exported_as_wri
     checked = runner.invoke(cli, [*options, "validate"])
     assert checked.exit_code == 1
     assert f"{data}/papers/LIT-901.yaml:4: " in checked.output and "[paper-locator-unread]" in checked.output
+
+
+def _page_of(path: Path, scope: str, title: str = "T") -> Path:
+    """A page of one topic with the scope note ``scope`` and one row, SOTA-901, titled ``title``."""
+    path.write_text(
+        f"Topics — The kinds of claim.\nRegularization — {scope}\n1 of 449 SOTA documents. Back to the full index.\n"
+        f"| # | Title | Summary | Status |\n|---|---|---|---|\n| SOTA-901 | {title} | x | Proposed |",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("scope", "title"),
+    [
+        ("weight decay; see ADR-030 (superseding ADR-012).", "T"),
+        ("weight decay.", "Decay weights, per ADR-030 (superseding ADR-012)"),
+    ],
+    ids=["scope", "title"],
+)
+def test_adrs_and_supersessions_of_the_scope_line_and_the_titles_are_read(runner, tmp_path, scope, title):
+    page = _page_of(tmp_path / "regularization.md", scope, title)
+    data, store = tmp_path / "data", tmp_path / "store"
+    options = ["--data", str(data), "--store", str(store)]
+    result = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "warning:" not in result.output
+    assert _read(data, "adrs", "ADR-012") == "id: ADR-012\nstatus: Superseded\nsuperseded_by: ADR-030\n"
+    assert _read(data, "adrs", "ADR-030") == "id: ADR-030\nsupersedes: [ADR-012]\n"
+    exported = runner.invoke(cli, [*options, "export", "index", "--topic", "regularization"])
+    assert exported.stdout_bytes == page.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("scope", "title", "line"),
+    [
+        ("weight decay; if ADR-030 (superseding ADR-012) passes, more.", "T", 2),
+        ("weight decay.", "Decay weights if ADR-030 (superseding ADR-012) passes", 6),
+        ("weight decay; ADR-030 supersedes both ADR-012 and ADR-011.", "T", 2),
+    ],
+)
+def test_a_supersession_of_the_scope_line_or_a_title_not_plainly_stated_is_warned_of_on_its_line(
+    runner, tmp_path, scope, title, line
+):
+    page = _page_of(tmp_path / "regularization.md", scope, title)
+    data = tmp_path / "data"
+    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    (warning,) = [w for w in result.output.splitlines() if w.startswith("warning:")]
+    assert warning.startswith(f"warning: {page}:{line}: ")
+    assert _NOT_PLAIN in warning or _OTHER_FORM in warning
+    assert _read(data, "adrs", "ADR-012") == "id: ADR-012\n"

@@ -769,17 +769,19 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
                 f"{where}: could not read authors and year for {', '.join(unread)} from {summary[:60]!r} (a byline "
                 f"reads 'Authors (year), LIT-NNN'); cited, and imported without them{located}"
             )
-        for text in (row.reason or "", row.summary or ""):
+        for text in (row.title, row.reason or "", row.summary or ""):
             for adr in _ids_in_order(text, ADR_RE):
                 adrs.setdefault(adr, {"id": adr})
                 lines.setdefault(("adr", adr), row.line)
 
-    # The header only cites its ADRs ("... (ADR-026)"): that makes them records, and nothing more.
-    for adr in _ids_in_order(page.scheme_description, ADR_RE):
-        adrs.setdefault(adr, {"id": adr})
-        lines[("adr", adr)] = 1
-    texts = [(1, page.scheme_description)]
-    texts += [(r.line, text) for r in page.rows for text in (r.reason or "", r.summary or "") if text]
+    # The header and the topic's scope line cite ADRs ("... (ADR-026)"): that makes them records (given on
+    # the first line that names them), and nothing more; a supersession they state is read as in a row.
+    for line, text in ((1, page.scheme_description), (2, page.topic_scope or "")):
+        for adr in _ids_in_order(text, ADR_RE):
+            adrs.setdefault(adr, {"id": adr})
+            lines[("adr", adr)] = min(lines.get(("adr", adr), line), line)
+    texts = [(1, page.scheme_description), (2, page.topic_scope or "")]
+    texts += [(r.line, text) for r in page.rows for text in (r.title, r.reason or "", r.summary or "") if text]
     for line, text in texts:
         where = f"{source}:{line}"
         if SUPERSESSION_WORD_RE.search(text) is None:
