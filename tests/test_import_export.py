@@ -1139,3 +1139,67 @@ def test_a_supersession_of_the_scope_line_or_a_title_not_plainly_stated_is_warne
     assert warning.startswith(f"warning: {page}:{line}: ")
     assert _NOT_PLAIN in warning or _OTHER_FORM in warning
     assert _read(data, "adrs", "ADR-012") == "id: ADR-012\n"
+
+
+#: arXiv ids with the rules' verdict: new-style YYMM.NNNN(N), old-style archive[.subject-class]/YYMMNNN.
+ARXIV_IDS = [
+    ("1811.06965", True),
+    ("0704.0001", True),
+    ("cs/0501001", True),
+    ("hep-th/9901001", True),
+    ("math.GT/0309136", True),
+    ("cond-mat.mes-hall/0210001", True),
+    ("1813.06965", False),  # month 13
+    ("1811.069", False),
+    ("arXiv:1811.06965", False),
+    ("cs/050100", False),
+    ("cs/0513001", False),  # month 13
+    ("CS/0501001", False),
+    ("hep-th/9901001v2", False),  # the version is a field of its own
+    ("math.GT/", False),
+    ("/0501001", False),
+]
+
+
+def test_the_importers_arxiv_pattern_is_the_rules_pattern():
+    # An id the import reads as an arXiv id must be one the paper-arxiv-id rule takes, and the other way round
+    import rdflib
+
+    from sotakg.records.indexpage import ARXIV_ID, _locator_at
+
+    shapes = rdflib.Graph().parse(REPO / "shapes" / "sotakg-shapes.ttl")
+    rule = rdflib.URIRef("https://w3id.org/sotakg/shapes#paper-arxiv-id")
+    (pattern,) = shapes.objects(rule, rdflib.URIRef("http://www.w3.org/ns/shacl#pattern"))
+    assert f"^({ARXIV_ID.replace('(?:', '(')})$" == str(pattern)
+    for arxiv, good in ARXIV_IDS:
+        assert (re.fullmatch(ARXIV_ID, arxiv) is not None) is good, arxiv
+        assert (re.search(str(pattern), arxiv) is not None) is good, arxiv
+        row = f"x — ARXIV-{arxiv}."
+        read = _locator_at(row, 1)
+        assert (read is not None and read[0] == "arxiv" and read[1] == arxiv) is good, arxiv
+
+
+@pytest.mark.parametrize(
+    ("locator", "arxiv", "version"),
+    [
+        ("cs/0501001", "cs/0501001", None),
+        ("hep-th/9901001v2", "hep-th/9901001", 2),
+        ("math.GT/0309136", "math.GT/0309136", None),
+    ],
+)
+def test_an_old_style_arxiv_id_is_read_exported_as_written_and_valid(runner, tmp_path, locator, arxiv, version):
+    row = f"| SOTA-986 | T | Doe (2003), LIT-901 — ARXIV-{locator}. | Proposed |"
+    page, line = _page_with_row(tmp_path, row)
+    data, store = tmp_path / "data", tmp_path / "store"
+    options = ["--data", str(data), "--store", str(store)]
+    imported = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    assert imported.exit_code == 0, imported.output
+    assert _row_warnings(imported.output, page, line) == []
+    assert _read(data, "papers", "LIT-901") == (
+        f"id: LIT-901\nauthors: Doe\nyear: 2003\narxiv: {arxiv}\n" + (f"arxiv_version: {version}\n" if version else "")
+    )
+    exported = runner.invoke(cli, [*options, "export", "index", "--topic", "distributed-optimization"])
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout_bytes == page.read_bytes().rstrip(b"\n")
+    checked = runner.invoke(cli, [*options, "validate"])
+    assert "LIT-901" not in checked.output, checked.output

@@ -51,8 +51,16 @@ OPENING_CITATION_RE = re.compile(
 #: clause just before that is not part of it (as Markdown's autolinks read it): it is cut off in code
 #: (``_locator_at``), since a pattern that gives it back one character at a time takes quadratic time.
 _TRAILING_PUNCTUATION = ".,;:!?"
+#: An arXiv id, without prefix or version (``rule:paper-arxiv-id``'s pattern, which a test holds it to):
+#: YYMM.NNNN or YYMM.NNNNN (1811.06965), or before April 2007 archive[.subject-class]/YYMMNNN
+#: (``cs/0501001``, ``hep-th/9901001``, ``math.GT/0309136``). Each part is ended by what follows it:
+#: no backtracking beyond one character.
+ARXIV_ID = (
+    r"[0-9]{2}(?:0[1-9]|1[0-2])[.][0-9]{4,5}"
+    r"|[a-z]+(?:-[a-z]+)*(?:[.][A-Za-z]+(?:-[A-Za-z]+)*)?/[0-9]{2}(?:0[1-9]|1[0-2])[0-9]{3}"
+)
 ARXIV_RE = re.compile(
-    r" — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-9]\d{0,2}))?(?=[.,;:!?]*+(?:\s|$))", re.ASCII
+    rf" — ARXIV-(?P<arxiv>{ARXIV_ID})(?:v(?P<version>[1-9]\d{{0,2}}))?(?=[.,;:!?]*+(?:\s|$))", re.ASCII
 )
 #: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL: an
 #: id with its prefix (``DOI:10.1145/3458817``, ``DOI 10.1145/3458817``, ``DOI: 10.1145/...``), a
