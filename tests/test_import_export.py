@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyoxigraph
 import pytest
+import yaml
 
 from sotakg.cli import cli
 
@@ -663,7 +664,7 @@ def test_every_byline_of_a_summary_gives_its_paper_authors_year_and_locator(runn
         # prose before a later year is no byline: its paper is named, not cited
         "Goyal (2017), LIT-901 — ARXIV-1706.02677. In 2019 a rebuttal appeared. Jones (2021), LIT-902.",
         "Goyal (2017), LIT-901 — ARXIV-1706.02677. The schedule is from Narayanan et al. (2021), LIT-902.",
-        # prose before a year at the start: the paper of the opening words is cited, without authors
+        # prose before a year at the start is no byline, nor names: its paper is named, not cited
         "Later work by Jones (2021), LIT-902 showed more.",
         "See also Jones (2021), LIT-902 — ARXIV-2101.00001.",
     ],
@@ -673,12 +674,63 @@ def test_a_paper_outside_a_byline_is_not_given_authors_and_further_on_not_cited(
     assert result.exit_code == 0, result.output
     practice = _read(data, "practices", "SOTA-986")
     if summary.startswith("Goyal"):
-        assert "cites: [LIT-901]\n" in practice and not (data / "papers" / "LIT-902.yaml").exists()
-        warned = "LIT-902 named in the summary outside its bylines; not recorded as cited"
+        assert "cites: [LIT-901]\n" in practice
     else:
-        assert "cites: [LIT-902]\n" in practice and "authors" not in _read(data, "papers", "LIT-902")
-        warned = "could not read authors and year for LIT-902"
+        assert "cites:" not in practice
+    assert not (data / "papers" / "LIT-902.yaml").exists()
+    warned = "LIT-902 named in the summary outside its bylines; not recorded as cited"
     assert f"warning: {page}:{line}: row SOTA-986: {warned}" in result.output
+
+
+def _row_warnings(output: str, page: Path, line: int) -> list[str]:
+    return [w for w in output.splitlines() if w.startswith(f"warning: {page}:{line}: ")]
+
+
+_NAMED = "named in the summary outside its bylines; not recorded as cited (the summary keeps the text)"
+
+
+def _unread(lits: str, summary: str) -> str:
+    return (
+        f"could not read authors and year for {lits} from {summary[:60]!r} (a byline reads 'Authors (year), "
+        f"LIT-NNN'); cited, and imported without them"
+    )
+
+
+@pytest.mark.parametrize(
+    ("summary", "cites", "warned"),
+    [
+        # a paper the summary's opening words only mention is no citation
+        ("Not supported by LIT-100, despite claims.", "", [f"LIT-100 {_NAMED}"]),
+        ("Unlike LIT-101, this holds.", "", [f"LIT-101 {_NAMED}"]),
+        # the list of papers a byline-shaped opening gives is cited; a paper after it is only named
+        (
+            "Smith (2020), LIT-102, building on LIT-103.",
+            "cites: [LIT-102]\n",
+            [f"LIT-103 {_NAMED}", _unread("LIT-102", "Smith (2020), LIT-102, building on LIT-103.")],
+        ),
+        ("Doe (in press), LIT-901.", "cites: [LIT-901]\n", [_unread("LIT-901", "Doe (in press), LIT-901.")]),
+        (
+            "LIT-104 and LIT-105 disagree.",
+            "cites: [LIT-104, LIT-105]\n",
+            [_unread("LIT-104, LIT-105", "LIT-104 and LIT-105 disagree.")],
+        ),
+        (
+            "Smith and Lee, LIT-106, LIT-107, and LIT-108.",
+            "cites: [LIT-106, LIT-107, LIT-108]\n",
+            [_unread("LIT-106, LIT-107, LIT-108", "Smith and Lee, LIT-106, LIT-107, and LIT-108.")],
+        ),
+        # names that are prose give no citation
+        ("See also Narayanan et al., LIT-109.", "", [f"LIT-109 {_NAMED}"]),
+    ],
+)
+def test_only_a_byline_shaped_opening_cites_its_papers(runner, tmp_path, summary, cites, warned):
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {summary} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert _read(data, "practices", "SOTA-986") == (
+        f"id: SOTA-986\nversion: 1\ntitle: T\nsummary: {summary}\nstatus: Proposed\n{cites}"
+        "topic: distributed-optimization\n"
+    )
+    assert _row_warnings(result.output, page, line) == [f"warning: {page}:{line}: row SOTA-986: {w}" for w in warned]
 
 
 def test_authors_shared_by_several_papers_each_with_its_own_are_not_assigned(runner, tmp_path):
@@ -909,3 +961,245 @@ def test_the_importers_url_pattern_is_the_rules_pattern():
     rule = rdflib.URIRef("https://w3id.org/sotakg/shapes#paper-url")
     (pattern,) = shapes.objects(rule, rdflib.URIRef("http://www.w3.org/ns/shacl#pattern"))
     assert f"^{GOOD_URL_RE.pattern.replace('(?:', '(')}$" == str(pattern)
+
+
+def test_a_status_other_than_rejected_gives_a_status_note_not_a_rejection_reason(runner, tmp_path):
+    # an unknown status is kept as written: what follows it is a note on it, never a rejection reason
+    row = "| SOTA-986 | T | Doe (2020), LIT-051. | Superseded — by SOTA-017 |"
+    page, line = _page_with_row(tmp_path, row)
+    data, store = tmp_path / "data", tmp_path / "store"
+    options = ["--data", str(data), "--store", str(store)]
+    imported = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    assert imported.exit_code == 0, imported.output
+    assert f"warning: {page}:{line}: row SOTA-986: unknown status 'Superseded'" in imported.output
+    assert _read(data, "practices", "SOTA-986") == (
+        "id: SOTA-986\nversion: 1\ntitle: T\nsummary: Doe (2020), LIT-051.\nstatus: Superseded\n"
+        "status_note: by SOTA-017\ncites: [LIT-051]\ntopic: distributed-optimization\n"
+    )
+    exported = runner.invoke(cli, [*options, "export", "index", "--topic", "distributed-optimization"])
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout_bytes == page.read_bytes().rstrip(b"\n")
+
+
+_LOCATOR_READ = "; its locator was read"
+
+
+@pytest.mark.parametrize(
+    ("summary", "paper", "warned"),
+    [
+        (
+            "Smith et al., LIT-100 — ARXIV-2001.00001v3.",
+            "id: LIT-100\narxiv: '2001.00001'\narxiv_version: 3\n",
+            [_unread("LIT-100", "Smith et al., LIT-100 — ARXIV-2001.00001v3.") + _LOCATOR_READ],
+        ),
+        (
+            "LIT-100 — https://example.org/p. More.",
+            "id: LIT-100\nurl: https://example.org/p\n",
+            [_unread("LIT-100", "LIT-100 — https://example.org/p. More.") + _LOCATOR_READ],
+        ),
+        (
+            "Doe (in press), LIT-100 — ARXIV-16040.6174.",
+            "id: LIT-100\nlocator: ARXIV-16040.6174\n",
+            [
+                "cannot read the locator 'ARXIV-16040.6174' of LIT-100 (expected ARXIV-YYMM.NNNNN or an http(s) "
+                "URL); kept verbatim as the paper's `locator`, which validate reports",
+                _unread("LIT-100", "Doe (in press), LIT-100 — ARXIV-16040.6174.") + _LOCATOR_READ,
+            ],
+        ),
+        (
+            "LIT-100 and LIT-101 — ARXIV-2001.00001.",
+            "id: LIT-100\n",
+            [
+                "gives one locator after 2 papers; it was not assigned to any of them (give each paper its own row "
+                "or byline)",
+                _unread("LIT-100, LIT-101", "LIT-100 and LIT-101 — ARXIV-2001.00001."),
+            ],
+        ),
+    ],
+)
+def test_the_locator_after_a_byline_the_import_cannot_read_is_kept(runner, tmp_path, summary, paper, warned):
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {summary} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert _read(data, "papers", "LIT-100") == paper
+    where = f"warning: {page}:{line}: row SOTA-986"
+    assert _row_warnings(result.output, page, line) == [
+        f"{where} {w}" if w.startswith("gives") else f"{where}: {w}" for w in warned
+    ]
+
+
+@pytest.mark.parametrize(
+    ("summary", "authors"),
+    [
+        ("d'Ascoli et al. (2021), LIT-101 — ARXIV-2103.10697.", "d'Ascoli et al."),
+        ("d’Ascoli et al. (2021), LIT-101 — ARXIV-2103.10697.", "d’Ascoli et al."),
+        ("G. l'Hôpital and J. Bernoulli (2021), LIT-101 — ARXIV-2103.10697.", "G. l'Hôpital and J. Bernoulli"),
+        ("D'Souza and O'Brien (2021), LIT-101 — ARXIV-2103.10697.", "D'Souza and O'Brien"),
+        ("Łukasz Kaiser and others (2021), LIT-101 — ARXIV-2103.10697.", "Łukasz Kaiser and others"),
+    ],
+)
+def test_names_with_an_elided_particle_or_and_others_read_as_authors(runner, tmp_path, summary, authors):
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {summary} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert _row_warnings(result.output, page, line) == []
+    assert "cites: [LIT-101]\n" in _read(data, "practices", "SOTA-986")
+    assert _read(data, "papers", "LIT-101") == f"id: LIT-101\nauthors: {authors}\nyear: 2021\narxiv: '2103.10697'\n"
+
+
+@pytest.mark.parametrize("authors", ["l'amour de Smith", "Work by d'Ascoli", "See also d'Ascoli and others"])
+def test_prose_with_an_apostrophe_or_others_is_no_list_of_authors(runner, tmp_path, authors):
+    summary = f"{authors} (2021), LIT-101 — ARXIV-2103.10697."
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {summary} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert "cites:" not in _read(data, "practices", "SOTA-986")
+    assert _row_warnings(result.output, page, line) == [f"warning: {page}:{line}: row SOTA-986: LIT-101 {_NAMED}"]
+
+
+@pytest.mark.parametrize(
+    ("locator", "after"),
+    [
+        ("<https://example.org/x>", "."),
+        ("[pdf](https://example.org/y.pdf)", ". More."),
+        ('[the paper](https://example.org/y.pdf "Title")', ""),
+        ("DOI 10.1145/3458817", "."),
+        ("DOI: 10.1145/3458817", "; see appendix."),
+    ],
+)
+def test_a_locator_in_another_markdown_form_is_kept_verbatim_and_exported_as_written(runner, tmp_path, locator, after):
+    row = f"| SOTA-986 | T | Doe (2020), LIT-901 — {locator}{after} | Proposed |"
+    page, line = _page_with_row(tmp_path, row)
+    data, store = tmp_path / "data", tmp_path / "store"
+    options = ["--data", str(data), "--store", str(store)]
+    imported = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    assert imported.exit_code == 0, imported.output
+    assert _row_warnings(imported.output, page, line) == [
+        f"warning: {page}:{line}: row SOTA-986: cannot read the locator {locator!r} of LIT-901 (expected "
+        "ARXIV-YYMM.NNNNN or an http(s) URL); kept verbatim as the paper's `locator`, which validate reports"
+    ]
+    assert yaml.safe_load(_read(data, "papers", "LIT-901")) == {
+        "id": "LIT-901",
+        "authors": "Doe",
+        "year": 2020,
+        "locator": locator,
+    }
+    exported = runner.invoke(cli, [*options, "export", "index", "--topic", "distributed-optimization"])
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout_bytes == page.read_bytes().rstrip(b"\n")
+    checked = runner.invoke(cli, [*options, "validate"])
+    assert checked.exit_code == 1
+    assert f"{data}/papers/LIT-901.yaml:4: " in checked.output and "[paper-locator-unread]" in checked.output
+
+
+def _page_of(path: Path, scope: str, title: str = "T") -> Path:
+    """A page of one topic with the scope note ``scope`` and one row, SOTA-901, titled ``title``."""
+    path.write_text(
+        f"Topics — The kinds of claim.\nRegularization — {scope}\n1 of 449 SOTA documents. Back to the full index.\n"
+        f"| # | Title | Summary | Status |\n|---|---|---|---|\n| SOTA-901 | {title} | x | Proposed |",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("scope", "title"),
+    [
+        ("weight decay; see ADR-030 (superseding ADR-012).", "T"),
+        ("weight decay.", "Decay weights, per ADR-030 (superseding ADR-012)"),
+    ],
+    ids=["scope", "title"],
+)
+def test_adrs_and_supersessions_of_the_scope_line_and_the_titles_are_read(runner, tmp_path, scope, title):
+    page = _page_of(tmp_path / "regularization.md", scope, title)
+    data, store = tmp_path / "data", tmp_path / "store"
+    options = ["--data", str(data), "--store", str(store)]
+    result = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "warning:" not in result.output
+    assert _read(data, "adrs", "ADR-012") == "id: ADR-012\nstatus: Superseded\nsuperseded_by: ADR-030\n"
+    assert _read(data, "adrs", "ADR-030") == "id: ADR-030\nsupersedes: [ADR-012]\n"
+    exported = runner.invoke(cli, [*options, "export", "index", "--topic", "regularization"])
+    assert exported.stdout_bytes == page.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("scope", "title", "line"),
+    [
+        ("weight decay; if ADR-030 (superseding ADR-012) passes, more.", "T", 2),
+        ("weight decay.", "Decay weights if ADR-030 (superseding ADR-012) passes", 6),
+        ("weight decay; ADR-030 supersedes both ADR-012 and ADR-011.", "T", 2),
+    ],
+)
+def test_a_supersession_of_the_scope_line_or_a_title_not_plainly_stated_is_warned_of_on_its_line(
+    runner, tmp_path, scope, title, line
+):
+    page = _page_of(tmp_path / "regularization.md", scope, title)
+    data = tmp_path / "data"
+    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    (warning,) = [w for w in result.output.splitlines() if w.startswith("warning:")]
+    assert warning.startswith(f"warning: {page}:{line}: ")
+    assert _NOT_PLAIN in warning or _OTHER_FORM in warning
+    assert _read(data, "adrs", "ADR-012") == "id: ADR-012\n"
+
+
+#: arXiv ids with the rules' verdict: new-style YYMM.NNNN(N), old-style archive[.subject-class]/YYMMNNN.
+ARXIV_IDS = [
+    ("1811.06965", True),
+    ("0704.0001", True),
+    ("cs/0501001", True),
+    ("hep-th/9901001", True),
+    ("math.GT/0309136", True),
+    ("cond-mat.mes-hall/0210001", True),
+    ("1813.06965", False),  # month 13
+    ("1811.069", False),
+    ("arXiv:1811.06965", False),
+    ("cs/050100", False),
+    ("cs/0513001", False),  # month 13
+    ("CS/0501001", False),
+    ("hep-th/9901001v2", False),  # the version is a field of its own
+    ("math.GT/", False),
+    ("/0501001", False),
+]
+
+
+def test_the_importers_arxiv_pattern_is_the_rules_pattern():
+    # An id the import reads as an arXiv id must be one the paper-arxiv-id rule takes, and the other way round
+    import rdflib
+
+    from sotakg.records.indexpage import ARXIV_ID, _locator_at
+
+    shapes = rdflib.Graph().parse(REPO / "shapes" / "sotakg-shapes.ttl")
+    rule = rdflib.URIRef("https://w3id.org/sotakg/shapes#paper-arxiv-id")
+    (pattern,) = shapes.objects(rule, rdflib.URIRef("http://www.w3.org/ns/shacl#pattern"))
+    assert f"^({ARXIV_ID.replace('(?:', '(')})$" == str(pattern)
+    for arxiv, good in ARXIV_IDS:
+        assert (re.fullmatch(ARXIV_ID, arxiv) is not None) is good, arxiv
+        assert (re.search(str(pattern), arxiv) is not None) is good, arxiv
+        row = f"x — ARXIV-{arxiv}."
+        read = _locator_at(row, 1)
+        assert (read is not None and read[0] == "arxiv" and read[1] == arxiv) is good, arxiv
+
+
+@pytest.mark.parametrize(
+    ("locator", "arxiv", "version"),
+    [
+        ("cs/0501001", "cs/0501001", None),
+        ("hep-th/9901001v2", "hep-th/9901001", 2),
+        ("math.GT/0309136", "math.GT/0309136", None),
+    ],
+)
+def test_an_old_style_arxiv_id_is_read_exported_as_written_and_valid(runner, tmp_path, locator, arxiv, version):
+    row = f"| SOTA-986 | T | Doe (2003), LIT-901 — ARXIV-{locator}. | Proposed |"
+    page, line = _page_with_row(tmp_path, row)
+    data, store = tmp_path / "data", tmp_path / "store"
+    options = ["--data", str(data), "--store", str(store)]
+    imported = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    assert imported.exit_code == 0, imported.output
+    assert _row_warnings(imported.output, page, line) == []
+    assert _read(data, "papers", "LIT-901") == (
+        f"id: LIT-901\nauthors: Doe\nyear: 2003\narxiv: {arxiv}\n" + (f"arxiv_version: {version}\n" if version else "")
+    )
+    exported = runner.invoke(cli, [*options, "export", "index", "--topic", "distributed-optimization"])
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout_bytes == page.read_bytes().rstrip(b"\n")
+    checked = runner.invoke(cli, [*options, "validate"])
+    assert "LIT-901" not in checked.output, checked.output

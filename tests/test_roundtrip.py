@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 from pyoxigraph import Store
 
 from sotakg.graph.rdf import anthology_triples, as_quads, record_triples, records_from_triples
-from sotakg.records.indexpage import PracticeRow, escape_cell, page_lines, parse_page, render_page, split_cells
+from sotakg.records.indexpage import (
+    ARXIV_ID,
+    PracticeRow,
+    escape_cell,
+    page_lines,
+    parse_page,
+    render_page,
+    split_cells,
+)
 from sotakg.records.schema import (
     HIGHEST,
     LOWEST,
@@ -63,7 +71,7 @@ papers = st.builds(
             "title": text,
             "authors": text,
             "year": st.integers(LOWEST["year"], HIGHEST["year"]),
-            "arxiv": st.from_regex(r"\A\d{4}\.\d{4,5}\Z"),
+            "arxiv": st.from_regex(ARXIV_ID, fullmatch=True),
             "arxiv_version": st.integers(1, 20),
             "url": st.sampled_from(["https://example.org/a", "http://x.test/p?q=1"]),
             "locator": text,

@@ -41,15 +41,36 @@ BYLINE_RE = re.compile(
     re.ASCII,
 )
 BYLINE_SEPARATOR_RE = re.compile(r"\.?;\s+|\.\s+")
+#: What a summary may open with for its papers to be cited, when it is no byline the import reads:
+#: the list of papers at its start, or after names (``Smith et al., LIT-100``) and an aside in
+#: parentheses (``Doe (in press), LIT-901``); the names must read as names (``_names_only``).
+OPENING_CITATION_RE = re.compile(
+    r"(?:(?P<names>[^()|;]+?)(?: \([^()]*\))?, )?(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)\b", re.ASCII
+)
 #: A locator ends at a space or the end of the summary; the punctuation that closes a sentence or a
 #: clause just before that is not part of it (as Markdown's autolinks read it): it is cut off in code
 #: (``_locator_at``), since a pattern that gives it back one character at a time takes quadratic time.
 _TRAILING_PUNCTUATION = ".,;:!?"
-ARXIV_RE = re.compile(
-    r" — ARXIV-(?P<arxiv>\d{4}\.\d{4,5})(?:v(?P<version>[1-9]\d{0,2}))?(?=[.,;:!?]*+(?:\s|$))", re.ASCII
+#: An arXiv id, without prefix or version (``rule:paper-arxiv-id``'s pattern, which a test holds it to):
+#: YYMM.NNNN or YYMM.NNNNN (1811.06965), or before April 2007 archive[.subject-class]/YYMMNNN
+#: (``cs/0501001``, ``hep-th/9901001``, ``math.GT/0309136``). Each part is ended by what follows it:
+#: no backtracking beyond one character.
+ARXIV_ID = (
+    r"[0-9]{2}(?:0[1-9]|1[0-2])[.][0-9]{4,5}"
+    r"|[a-z]+(?:-[a-z]+)*(?:[.][A-Za-z]+(?:-[A-Za-z]+)*)?/[0-9]{2}(?:0[1-9]|1[0-2])[0-9]{3}"
 )
-#: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL.
-LOCATOR_RE = re.compile(r" — (?P<locator>(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]\S*+|\w+://\S*+)")
+ARXIV_RE = re.compile(
+    rf" — ARXIV-(?P<arxiv>{ARXIV_ID})(?:v(?P<version>[1-9]\d{{0,2}}))?(?=[.,;:!?]*+(?:\s|$))", re.ASCII
+)
+#: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL: an
+#: id with its prefix (``DOI:10.1145/3458817``, ``DOI 10.1145/3458817``, ``DOI: 10.1145/...``), a
+#: URL of another scheme, a Markdown autolink (``<https://...>``) or link (``[pdf](https://...)``,
+#: with a title or not). Each runs to the next blank, as written (every quantifier is possessive:
+#: no backtracking).
+LOCATOR_RE = re.compile(
+    r" — (?P<locator>(?:(?:DOI|doi):?+ 10\.|(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]|\w++://|<[A-Za-z][\w+.-]*+:[^\s<>]*+>"
+    r'|\[[^\[\]\n]*+\]\([^()\s]*+(?: "[^"\n]*+")?+\))\S*+)'
+)
 URL_RE = re.compile(r" — (?P<url>https?://\S++)")
 #: An http(s) URL the rules take (``rule:paper-url``'s pattern, which a test holds it to); another is
 #: kept as an unread ``locator``.
@@ -499,28 +520,45 @@ def _locator(text: str, at: int, warnings: list[str], where: str, lit: str) -> d
     return {"locator": value}
 
 
-#: The lowercase words a list of authors holds: "et al.", "and", and the particles of names.
+#: The lowercase words a list of authors holds: "et al.", "and", "others", and the particles of names.
 _AUTHOR_LOWER_WORDS = frozenset(
-    "et al al. and & van von de der den da das di du del della dos le la bin ibn ter ten zu y".split()
+    "et al al. and & others van von de der den da das di du del della dos le la bin ibn ter ten zu y".split()
 )
+#: A name after an elided particle: ``d'Ascoli``, ``d’Ascoli`` (U+2019), ``l'Hôpital``, ``dell'Oro``.
+_ELIDED_PARTICLE_RE = re.compile(r"(?:d|l|dell|dall)['’](?P<name>.+)", re.S)
 _ET_AL_RE = re.compile(r"\bet al\b", re.ASCII)
 
 
+def _particle_name(word: str) -> bool:
+    """Whether ``word`` is one of the lowercase words of names (``_AUTHOR_LOWER_WORDS``) or a capitalised
+    name after an elided particle (``d'Ascoli``, ``l'Hôpital``)."""
+    if word.lower() in _AUTHOR_LOWER_WORDS:
+        return True
+    elided = _ELIDED_PARTICLE_RE.fullmatch(word)
+    return elided is not None and elided["name"][0].isupper()
+
+
 def _names_only(authors: str) -> bool:
-    """Whether ``authors`` reads as names (``Huang et al.``, ``J. Smith and K. Lee``, ``de Vries``), not
-    prose before them (``See also Narayanan et al.``, ``Later work by Smith``)."""
+    """Whether ``authors`` reads as names (``Huang et al.``, ``J. Smith and K. Lee``, ``de Vries``,
+    ``d'Ascoli et al.``, ``Łukasz Kaiser and others``), not prose before them (``See also Narayanan
+    et al.``, ``Later work by Smith``)."""
     words = authors.replace(",", " ").split()
-    if not words or not (words[0][0].isupper() or words[0].lower() in _AUTHOR_LOWER_WORDS):
+    if not words or not (words[0][0].isupper() or _particle_name(words[0])):
         return False
-    return all(not word[0].islower() or word.lower() in _AUTHOR_LOWER_WORDS for word in words)
+    return all(not word[0].islower() or _particle_name(word) for word in words)
 
 
-def _byline_part_end(summary: str) -> int:
-    """Where a summary's opening words end: at its first `` — `` or end of a sentence."""
-    dash = summary.find(DASH)
-    stop = SENTENCE_END_RE.search(summary)
-    ends = [end for end in (dash, stop.start() if stop else -1) if end >= 0]
-    return min(ends) if ends else len(summary)
+def _opening_citation(summary: str) -> re.Match[str] | None:
+    """The list of papers a summary opens with, byline-shaped though perhaps unreadable
+    (``OPENING_CITATION_RE``): ``Doe (in press), LIT-901``, ``Smith et al., LIT-100``, ``LIT-100``.
+    None when the summary opens otherwise (``Unlike LIT-101, ...``, ``Not supported by LIT-100``)."""
+    found = OPENING_CITATION_RE.match(summary)
+    if found is None or found["names"] is None:
+        return found
+    names = found["names"]
+    if _SENTENCE_IN_AUTHORS_RE.search(names) or not _names_only(names):
+        return None
+    return found
 
 
 def _bylines(summary: str) -> list[re.Match[str]]:
@@ -660,21 +698,23 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
             practice["status"] = row.status
         if row.status_column:
             practice["status_column"] = row.status_column
-        if row.reason and row.status not in STATUSES[:2]:
+        if row.reason and row.status == "Rejected":
             practice["reason"] = row.reason
             named = [i for i in _ids_in_order(row.reason) if i != row.id]
             if named:
                 practice["reason_names"] = sorted(named)
         elif row.reason:
-            # "Proposed — awaits a second source": a note on the status, no rejection reason
+            # "Proposed — awaits a second source", "Superseded — by SOTA-017" (an unknown status): a note on
+            # the status, never a rejection reason (only a rejected practice has one)
             practice["status_note"] = row.reason
         summary = row.summary or ""
         where = f"{source}:{row.line}: row {row.id}"
         bylines = _bylines(summary)
-        # A practice cites the papers of its bylines, and of the summary's opening words (a byline the
-        # import cannot read: "Doe (in press), LIT-901."); a paper named further on is only named.
-        opening = summary[: _byline_part_end(summary)]
-        cites = _ids_in_order(" ".join([opening, *(b["lits"] for b in bylines)]), LIT_RE)
+        # A practice cites the papers of its bylines, and of the list of papers its summary opens with (a
+        # byline the import cannot read: "Doe (in press), LIT-901."); a paper named elsewhere is only named.
+        opening = _opening_citation(summary)
+        opening_lits = "" if opening is None else opening["lits"]
+        cites = _ids_in_order(" ".join([opening_lits, *(b["lits"] for b in bylines)]), LIT_RE)
         named_only = [lit for lit in _ids_in_order(summary, LIT_RE) if lit not in cites]
         if named_only:
             page.warnings.append(
@@ -720,21 +760,36 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
                 read.add(lit)
         unread = [lit for lit in cites if lit not in read]
         if unread:
+            # The locator after a byline the import cannot read is read as after one it can read.
+            located = ""
+            opened = _ids_in_order(opening_lits, LIT_RE)
+            if opening is not None and len(opened) == 1 and opened[0] in unread:
+                facts = _locator(summary, opening.end("lits"), page.warnings, where, opened[0])
+                if facts:
+                    note_paper(opened[0], facts, row)
+                    located = "; its locator was read"
+            elif opening is not None and LOCATOR_RE.match(summary, opening.end("lits")):
+                page.warnings.append(
+                    f"{where} gives one locator after {len(opened)} papers; it was "
+                    f"not assigned to any of them (give each paper its own row or byline)"
+                )
             page.warnings.append(
                 f"{where}: could not read authors and year for {', '.join(unread)} from {summary[:60]!r} (a byline "
-                f"reads 'Authors (year), LIT-NNN'); cited, and imported without them"
+                f"reads 'Authors (year), LIT-NNN'); cited, and imported without them{located}"
             )
-        for text in (row.reason or "", row.summary or ""):
+        for text in (row.title, row.reason or "", row.summary or ""):
             for adr in _ids_in_order(text, ADR_RE):
                 adrs.setdefault(adr, {"id": adr})
                 lines.setdefault(("adr", adr), row.line)
 
-    # The header only cites its ADRs ("... (ADR-026)"): that makes them records, and nothing more.
-    for adr in _ids_in_order(page.scheme_description, ADR_RE):
-        adrs.setdefault(adr, {"id": adr})
-        lines[("adr", adr)] = 1
-    texts = [(1, page.scheme_description)]
-    texts += [(r.line, text) for r in page.rows for text in (r.reason or "", r.summary or "") if text]
+    # The header and the topic's scope line cite ADRs ("... (ADR-026)"): that makes them records (given on
+    # the first line that names them), and nothing more; a supersession they state is read as in a row.
+    for line, text in ((1, page.scheme_description), (2, page.topic_scope or "")):
+        for adr in _ids_in_order(text, ADR_RE):
+            adrs.setdefault(adr, {"id": adr})
+            lines[("adr", adr)] = min(lines.get(("adr", adr), line), line)
+    texts = [(1, page.scheme_description), (2, page.topic_scope or "")]
+    texts += [(r.line, text) for r in page.rows for text in (r.title, r.reason or "", r.summary or "") if text]
     for line, text in texts:
         where = f"{source}:{line}"
         if SUPERSESSION_WORD_RE.search(text) is None:
