@@ -466,6 +466,47 @@ def test_pages_of_records_that_are_gone_are_removed(runner, data_copy, tmp_path)
     assert (folder / "notes.txt").read_text() == "mine" and (tmp_path / "outside.html").exists()
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link to a list outside", "link to a fifo outside"])
+def test_a_list_of_pages_that_is_no_plain_file_is_never_read(runner, built_store, tmp_path, kind):
+    """A committed ``.sotakg-site`` that is a FIFO (the export waited on it for ever) or a link (its
+    target was read, or waited on) counts as no list: nothing is removed, nothing blocks."""
+    import os
+    import signal
+
+    folder = tmp_path / "public"
+    folder.mkdir()
+    (folder / "keep.html").write_text("mine", encoding="utf-8")
+    listed = folder / MANIFEST
+    if kind == "fifo":
+        os.mkfifo(listed)
+    elif kind == "link to a fifo outside":
+        os.mkfifo(tmp_path / "outside.fifo")
+        listed.symlink_to(tmp_path / "outside.fifo")
+    else:
+        outside = tmp_path / "outside.txt"
+        outside.write_text("keep.html\n", encoding="utf-8")
+        listed.symlink_to(outside)
+
+    def stalled(*_):
+        raise AssertionError("the export waited on the list of pages")
+
+    previous = signal.signal(signal.SIGALRM, stalled)
+    signal.alarm(60)
+    try:
+        result = invoke(runner, built_store, "export", "site", "--mermaid", str(folder))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert (folder / "keep.html").read_text(encoding="utf-8") == "mine"
+    if kind == "fifo":  # not written over either: said so
+        assert result.exit_code == 1
+        assert f"cannot write {listed}: not a regular file (a device, FIFO or socket)" in result.stderr
+        return
+    assert result.exit_code == 0, result.output
+    assert not listed.is_symlink() and listed.is_file()  # replaced by the list this build wrote
+    assert "index.html\n" in listed.read_text(encoding="utf-8")
+
+
 def test_export_site_command(runner, built_store, tmp_path):
     folder = tmp_path / "public"
     result = invoke(runner, built_store, "export", "site", "--mermaid", str(folder))

@@ -481,6 +481,14 @@ def test_labels_are_escaped_in_both_languages():
     check_mermaid(mermaid)
 
 
+def test_a_label_cannot_hold_a_mermaid_directive():
+    triples = _practice("SOTA-001", "%%{init: {'theme': 'dark'}}%% 100%")
+    mermaid = to_mermaid(diagram_from_triples(triples))
+    assert "%%{" not in mermaid and "}%%" not in mermaid
+    assert "#37;#37;{init: {'theme': 'dark'}}#37;#37; 100#37;" in mermaid
+    check_mermaid(mermaid)
+
+
 def test_node_names_are_safe_and_unique():
     triples = [
         Triple(NamedNode("https://example.org/end"), NamedNode(v.CITES), NamedNode("https://example.org/o-1")),

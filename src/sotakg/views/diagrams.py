@@ -314,8 +314,9 @@ def neighbourhood(triples: Iterable[Triple], iri: str) -> list[Triple]:
 
 
 def _mermaid_text(text: str) -> str:
-    """Text inside a quoted Mermaid label: quotes and markup characters as Mermaid entity codes."""
-    replacements = {"#": "#35;", '"': "#quot;", "<": "#lt;", ">": "#gt;", "&": "#amp;", "`": "#96;"}
+    """Text inside a quoted Mermaid label: quotes and markup characters as Mermaid entity codes (``%``
+    too: Mermaid reads ``%%{…}%%`` anywhere as a directive that reconfigures the diagram)."""
+    replacements = {"#": "#35;", '"': "#quot;", "<": "#lt;", ">": "#gt;", "&": "#amp;", "`": "#96;", "%": "#37;"}
     return "".join(replacements.get(c, c) for c in text)
 
 

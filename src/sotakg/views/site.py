@@ -29,6 +29,7 @@ from ..query.results import SelectResult
 from ..query.sparql import DEFAULT_TIMEOUT, Backend, run_query
 from ..query.why import Facts, Governance, Provenance, Ref, arxiv_with_version, provenance
 from ..records.indexpage import RECORD_ID_RE
+from ..records.sources import NotARegularFile, SourceTooLarge, read_bounded, refuse_linked_folder
 from .diagrams import (
     Neighbourhoods,
     diagram_from_triples,
@@ -675,6 +676,7 @@ def build_site(
     the previous build wrote that no longer exist removed (only those, as listed in ``.sotakg-site``)."""
     from .diagrams import graphviz_available
 
+    refuse_linked_folder(folder, "output folder")  # before anything in it is read
     draw = graphviz_available() if graphviz is None else graphviz
     pages = site_pages(backend, draw, timeout)
     if folder.exists() and not folder.is_dir():
@@ -708,11 +710,20 @@ class SiteReport(WriteReport):
     notes: list[str] = field(default_factory=list)
 
 
+#: The largest list of pages read back (``.sotakg-site``): far more pages than any anthology has.
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
 def _manifest(folder: Path) -> set[str]:
-    """The pages the last build wrote; only plain page names count (a tampered list removes nothing else)."""
+    """The pages the last build wrote; only plain page names count (a tampered list removes nothing else).
+    A list that is a link, a FIFO or a device, or larger than any list a build writes, is none: it is
+    never read through, waited on or read without end."""
+    listed = folder / MANIFEST
     try:
-        lines = (folder / MANIFEST).read_text(encoding="utf-8").splitlines()
-    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
+        if listed.is_symlink():
+            return set()
+        lines = read_bounded(listed, MAX_MANIFEST_BYTES).decode("utf-8").splitlines()
+    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError, NotARegularFile, SourceTooLarge):
         return set()
     return {line for line in lines if _PAGE_NAME.fullmatch(line)}
 
