@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import counting_listener, stand_in_server
+from .servers import wait_until_answers
 from .test_serve import ASK, serving
 
 SLOW = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l . ?m ?n2 ?o }"
@@ -1328,3 +1329,24 @@ def test_a_head_over_the_cap_is_refused_as_its_get_is():
                 request = f"{method} /yasgui.min.js HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
                 answers[method] = raw_request(guard.port, request, 5).split(b"\r\n", 1)[0]
     assert answers == {"GET": b"HTTP/1.1 502 Bad Gateway", "HEAD": b"HTTP/1.1 502 Bad Gateway"}
+
+
+def test_an_engine_past_max_memory_is_restarted_and_the_query_gets_503(data_copy, tmp_path):
+    """An ORDER BY over a product of patterns grows the engine by hundreds of MB a second until
+    --timeout; past --max-memory the engine is restarted (one line says why) and answers again."""
+    from sotakg.server import serve
+
+    growing = query_url("", "SELECT * { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i } ORDER BY ?a ?d ?g")
+    with serving(data_copy, tmp_path / "store", "--max-memory", "300M", "--timeout", "60") as served:
+        started = time.monotonic()
+        status, headers, body = answer_of(served.base + growing)
+        took = time.monotonic() - started
+        assert (status, headers["Retry-After"]) == (503, "1"), body[:200]
+        wait_until_answers(served.base + ASK, served.process)
+        assert answer_of(served.base + ASK)[0] == 200
+        code, _, err = served.finish(signal.SIGTERM)
+    assert took < 30  # long before --timeout
+    assert code == 0
+    restarts = [line for line in err.splitlines() if "over --max-memory (300 MB)" in line]
+    assert len(restarts) == 1 and restarts[0].startswith("sotakg serve: the Oxigraph server stopped (it held "), err
+    assert serve.resident_bytes(os.getpid()) > 0  # the measure reads this machine's processes

@@ -926,6 +926,14 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
     metavar="N",
     help="Run at most N queries at once; more wait briefly, then get 503 (default: the number of cores).",
 )
+@click.option(
+    "--max-memory",
+    type=SizeText(),
+    default=None,
+    metavar="SIZE",
+    help="Restart the query engine when it holds more memory than this; the queries it was answering "
+    "get 503 (default: half the machine's memory).",
+)
 @click.pass_context
 def serve_command(
     ctx: click.Context,
@@ -936,6 +944,7 @@ def serve_command(
     max_request_bytes: str,
     max_result_bytes: str,
     max_concurrent: int | None,
+    max_memory: str | None,
 ) -> None:
     """Serve the graph read-only over the SPARQL 1.1 Protocol.
 
@@ -980,6 +989,7 @@ def serve_command(
         max_request_bytes=request_cap,
         max_result_bytes=result_cap,
         max_concurrent=max_concurrent,
+        max_memory=parse_size(max_memory, "--max-memory") if max_memory is not None else None,
     )
     click.echo("Stopped.")
 

@@ -452,6 +452,38 @@ class OxigraphServer:
         self.stop()
 
 
+MB = 1024 * 1024
+#: The engine's memory is read every this many rounds of its watcher (of 50 ms).
+MEMORY_CHECK_ROUNDS = 2
+
+
+def default_engine_memory() -> int:
+    """The default of ``--max-memory``: half the machine's memory (4 GiB where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):
+        return 4 * 1024 * MB
+
+
+def resident_bytes(pid: int) -> int:
+    """The memory resident in process ``pid`` and all its descendants (Linux's /proc; 0 elsewhere):
+    an engine in a network of its own is the child of its holder."""
+    total, pending, seen = 0, [pid], set()
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * page
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 class Engine:
     """The Oxigraph server behind the guard, kept running (``guard.EngineLink``).
 
@@ -463,9 +495,17 @@ class Engine:
     """
 
     def __init__(
-        self, database: Path, timeout: int, binary: str, log: Callable[[str], object], isolated: bool | None = None
+        self,
+        database: Path,
+        timeout: int,
+        binary: str,
+        log: Callable[[str], object],
+        isolated: bool | None = None,
+        max_memory: int | None = None,
     ):
         self.database, self.timeout, self.binary, self.log = database, timeout, binary, log
+        #: Bytes of memory the engine may hold (``--max-memory``); past them it is restarted.
+        self.max_memory = max_memory if max_memory is not None else default_engine_memory()
         #: In a network of its own (``OxigraphServer.isolated``): by default where the system allows it.
         self.isolated = own_network_possible() if isolated is None else isolated
         self._lock = threading.Lock()
@@ -549,9 +589,13 @@ class Engine:
     def _watch(self) -> None:
         # Linux stops a child (PR_SET_PDEATHSIG) when the thread that started it ends: this thread
         # starts the replacements and lives as long as the engine.
+        rounds = 0
         while not self._stopping.wait(0.05):
             with self._lock:
                 server = self._server
+            rounds += 1
+            if server is not None and server.running() and rounds % MEMORY_CHECK_ROUNDS == 0:
+                self._check_memory(server)
             if server is None or server.running():
                 continue
             self._ready.clear()
@@ -568,6 +612,26 @@ class Engine:
             except ServeError as error:
                 self.log(f"sotakg serve: could not restart the Oxigraph server: {error}")
                 time.sleep(0.5)
+
+    def _check_memory(self, server: OxigraphServer) -> None:
+        """Restart the engine when it holds more than ``max_memory``: a query's intermediate results
+        (an ORDER BY over a product of patterns grows by hundreds of MB a second) would otherwise take
+        the machine's memory until the kernel kills a process of its choosing, the guard's perhaps."""
+        process = server.process
+        if process is None:
+            return
+        used = resident_bytes(process.pid)
+        if used <= self.max_memory:
+            return
+        with self._lock:
+            if self._server is not server:
+                return
+            self._reason = (
+                f"it held {used // MB} MB, over --max-memory ({self.max_memory // MB} MB): a query's "
+                f"intermediate results; the queries it was answering got 503"
+            )
+            self._ready.clear()
+            server.signal(signal.SIGKILL)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -685,8 +749,10 @@ def serve(
     max_request_bytes: int = DEFAULT_MAX_REQUEST,
     max_result_bytes: int = DEFAULT_MAX_RESULT,
     max_concurrent: int | None = None,
+    max_memory: int | None = None,
 ) -> int:
-    """Serve the store until SIGINT or SIGTERM; 0 when stopped so.
+    """Serve the store until SIGINT or SIGTERM; 0 when stopped so. ``max_memory``: bytes the engine
+    may hold before it is restarted (default: half the machine's memory).
 
     The Oxigraph server listens on a free loopback port, kept running by ``Engine`` (restarted when it
     dies or holds a query past ``timeout``); the guard (``guard.GuardServer``) listens on ``host:port``,
@@ -700,7 +766,7 @@ def serve(
     warning = bind_warning(host, port)
     if warning:
         warn(warning)
-    engine = Engine(served.database, timeout, binary, warn)
+    engine = Engine(served.database, timeout, binary, warn, max_memory=max_memory)
     settings = GuardSettings(
         DEFAULT_HOST,
         0,
