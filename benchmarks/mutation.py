@@ -66,7 +66,11 @@ TESTS = {
     "src/sotakg/graph/open.py": ["tests/test_build.py", "tests/test_incremental.py", "tests/test_open_kills.py"],
     "src/sotakg/graph/vocab.py": ["tests/test_ontology.py", "tests/test_records.py", "tests/test_rdf_kills.py"],
     "src/sotakg/rules/baseline.py": ["tests/test_validate.py", "tests/test_baseline_kills.py"],
-    "src/sotakg/records/importer.py": ["tests/test_import_export.py", "tests/test_schema_kills.py"],
+    "src/sotakg/records/importer.py": [
+        "tests/test_import_export.py",
+        "tests/test_schema_kills.py",
+        "tests/test_importer_kills.py",
+    ],
     "src/sotakg/records/revisions.py": ["tests/test_diff.py", "tests/test_revisions_kills.py"],
     "src/sotakg/records/indexpage.py": ["tests/test_import_export.py", "tests/test_roundtrip.py", "tests/test_fuzz.py"],
     "src/sotakg/graph/build.py": [
