@@ -363,3 +363,19 @@ def test_records_are_written_as_utf8_whatever_the_locale(tmp_path, ascii_locale)
         "title: Mesurer la contamination avant l’évaluation — 汚染を先に測る\n".encode()
         in (data / "practices" / "SOTA-903.yaml").read_bytes()
     )
+
+
+def test_a_conflict_is_told_right_in_a_data_folder_whose_name_holds_a_parenthesis_and_colon(runner, tmp_path):
+    """The record's words were put in by replacing the first "): " of the line, which a folder named
+    ``w (x): y`` holds first."""
+    from sotakg.cli import cli
+
+    from .conftest import SEED_PAGE
+
+    data = tmp_path / "w (x): y" / "data"
+    assert runner.invoke(cli, ["--data", str(data), "import", "markdown", str(SEED_PAGE)]).exit_code == 0
+    record = data / "practices" / "SOTA-049.yaml"
+    record.write_text(record.read_text(encoding="utf-8").replace("title: ", "title: Not "), encoding="utf-8")
+    again = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(SEED_PAGE)])
+    assert again.exit_code == 1
+    assert f"  {record} (SOTA-049) differs from the page: changed title\n" in again.stderr

@@ -69,18 +69,20 @@ class RecordChange:
     #: What a forced import replaced that was not a readable record (a link, an unreadable file).
     replaced: str = ""
 
-    def describe(self) -> str:
-        """``data/practices/SOTA-049.yaml (SOTA-049): changed title; removed reason``."""
+    def describe(self, joined: str = ": ") -> str:
+        """``data/practices/SOTA-049.yaml (SOTA-049): changed title; removed reason`` (``joined``: what
+        stands between the record and its change)."""
+        head = f"{self.path} ({self.record}){joined}"
         if self.replaced:
-            return f"{self.path} ({self.record}): replaced {self.replaced}"
+            return f"{head}replaced {self.replaced}"
         if self.created:
-            return f"{self.path} ({self.record}): new record"
+            return f"{head}new record"
         parts = [
             f"{verb} {', '.join(names)}"
             for verb, names in (("added", self.added), ("changed", self.changed), ("removed", self.removed))
             if names
         ]
-        return f"{self.path} ({self.record}): {'; '.join(parts)}"
+        return head + "; ".join(parts)
 
 
 @dataclass
@@ -156,7 +158,7 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
             planned.append((path, Record(kind, new.id, merged)))
             report.changes.append(change)
         else:
-            conflicts.append(change.describe().replace("): ", ") differs from the page: ", 1))
+            conflicts.append(change.describe(" differs from the page: "))
     if conflicts:
         raise RecordConflict(
             f"{len(conflicts)} existing record(s) differ from {shown}; nothing was written:\n  "
