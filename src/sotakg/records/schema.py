@@ -43,8 +43,10 @@ __all__ = [
 ]
 
 MAX_DEPTH = 32
-#: Bounds that keep a typo from blowing up the compiled graph (a version makes one node per version).
-HIGHEST = {"version": 1000, "arxiv_version": 1000, "year": 9999, "declared_size": 10**9}
+#: Bounds that keep a typo from blowing up the compiled graph. A practice's ``version`` makes one node
+#: per version, chained by prov:wasRevisionOf: no real practice is revised a hundred times, and the cap
+#: bounds what a few bytes of data can make the build and the version rules do.
+HIGHEST = {"version": 100, "arxiv_version": 1000, "year": 9999, "declared_size": 10**9}
 
 #: ASCII only, matched whole (``fullmatch``: a ``$`` would let a trailing newline through into an IRI).
 IDENTIFIER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
