@@ -399,13 +399,16 @@ def _reserved(
         for row in table.records_with_id_prefix(practice_id + "-v"):
             if row[0] not in touched and row[0] not in candidates:
                 candidates[row[0]] = record_from_row(row, shown)
-    order = {source.relative: index for index, source in enumerate(scanned.sources)}
-    problems = []
+    found = []
     for rel, record in candidates.items():
         problem = reserved_id_problem(record, practices)
         if problem is not None:
-            problems.append((order[rel], problem))
-    return [problem for _order, problem in sorted(problems, key=lambda item: item[0])]
+            found.append((rel, problem))
+    if not found:
+        return []
+    # Listing every file costs what the scan did: only to order the problems a full read would.
+    order = {source.relative: index for index, source in enumerate(scanned.sources)}
+    return [problem for _rel, problem in sorted(found, key=lambda item: order[item[0]])]
 
 
 _VERSION_SUBJECT = re.compile(r"^(?P<record>.+)-v[0-9]+$")
