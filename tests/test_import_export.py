@@ -501,6 +501,23 @@ def test_a_row_version_of_zero_or_with_a_leading_zero_is_refused_naming_the_row(
     assert not (tmp_path / "data").exists()
 
 
+def test_a_row_version_past_the_cap_is_refused_naming_the_row(runner, tmp_path):
+    page = tmp_path / "page.md"
+    text = SEED_PAGE.read_text(encoding="utf-8")
+    page.write_text(text.replace("| SOTA-017 v2 |", "| SOTA-017 v101 |", 1), encoding="utf-8")
+    line = 1 + text.split("\n").index(_seed_row("SOTA-017 v2"))
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    assert result.exit_code == 1
+    assert result.output.endswith(
+        f"{page}:{line}: 'version' is 101, more than any real record has (at most 100) (SOTA-017)\n"
+    ), result.output
+    assert not (tmp_path / "data").exists()
+    page.write_text(text.replace("| SOTA-017 v2 |", "| SOTA-017 v100 |", 1), encoding="utf-8")
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "version: 100\n" in (tmp_path / "data" / "practices" / "SOTA-017.yaml").read_text(encoding="utf-8")
+
+
 def _page_with_row(tmp_path, row: str) -> tuple[Path, int]:
     """The seed page with one more row at its end, and that row's line."""
     page = tmp_path / "page.md"

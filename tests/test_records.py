@@ -232,3 +232,125 @@ def test_any_yaml_text_is_read_or_refused_with_its_file_never_a_traceback(tmp_pa
         assert refused.problems and all(p.file == "data/records/SOTA-900.yaml" for p in refused.problems)
     else:
         assert record.kind == kind
+
+
+# ---------------------------------------------------------------- ids that are IRIs sotakg mints
+
+SCHEME_TAKEN = (
+    "id topics is the IRI sotakg gives the topic scheme (id:topics, which registry.yaml describes); "
+    "give this record another id, and its file that name (topics)"
+)
+
+
+def version_taken(record_id: str, number: int, practice: str) -> str:
+    return (
+        f"id {record_id} is the IRI sotakg gives version {number} of practice {practice} "
+        f"(data/practices/{practice}.yaml:1; a practice's versions are <id>-v1, <id>-v2, ...); "
+        f"give this record another id, and its file that name ({record_id})"
+    )
+
+
+def graph_facts(root) -> list[tuple[str, str]]:
+    """What the store says of the scheme and of the versions of SOTA-047 and SOTA-900."""
+    from sotakg.graph.store import StoreLayout, open_read_only
+
+    store = open_read_only(StoreLayout(root / ".sotakg" / "store"))
+    query = """SELECT ?s ?p ?o WHERE { ?s ?p ?o .
+        FILTER (?s = <https://w3id.org/sotakg/id/topics> || STRSTARTS(STR(?s), "https://w3id.org/sotakg/id/SOTA-047-v")
+                || STRSTARTS(STR(?s), "https://w3id.org/sotakg/id/SOTA-900")) }"""
+    return sorted((str(row["s"]), str(row["p"]), str(row["o"])) for row in store.query(query))
+
+
+def full_reads_only(monkeypatch):
+    """Make an incremental build the only way: a full read of the data fails the test."""
+    from sotakg.graph import build as build_module
+
+    def full_read(*args, **kwargs):
+        raise AssertionError("a full read of the data")
+
+    monkeypatch.setattr(build_module, "_read_records", full_read)
+
+
+@pytest.mark.parametrize("how", ["full", "incremental"])
+@pytest.mark.parametrize(
+    "file, content, message",
+    [
+        ("adrs/topics.yaml", "id: topics\ntitle: Evil scheme title\nstatus: Accepted\n", SCHEME_TAKEN),
+        ("papers/topics.yaml", "id: topics\ntitle: Evil scheme title\n", SCHEME_TAKEN),
+        ("papers/SOTA-047-v1.yaml", "id: SOTA-047-v1\ntitle: Evil\n", version_taken("SOTA-047-v1", 1, "SOTA-047")),
+        # a version the practice does not have yet is its all the same: the next revision makes it
+        ("adrs/SOTA-047-v2.yaml", "id: SOTA-047-v2\ntitle: Evil\n", version_taken("SOTA-047-v2", 2, "SOTA-047")),
+        (
+            "practices/SOTA-047-v100.yaml",
+            "id: SOTA-047-v100\nversion: 1\ntitle: Evil\n",
+            version_taken("SOTA-047-v100", 100, "SOTA-047"),
+        ),
+    ],
+)
+def test_an_id_that_is_an_iri_sotakg_mints_is_refused_and_the_store_kept(
+    runner, workdir, monkeypatch, how, file, content, message
+):
+    from .test_build import store_files
+
+    assert runner.invoke(cli, ["build"]).exit_code == 0
+    before, facts = store_files(workdir), graph_facts(workdir)
+    assert ("<https://w3id.org/sotakg/id/topics>", "<http://purl.org/dc/terms/title>", '"Topics"') in facts
+    (workdir / "data" / file).write_text(content, encoding="utf-8")
+    if how == "incremental":
+        full_reads_only(monkeypatch)
+    result = runner.invoke(cli, ["build"] if how == "incremental" else ["build", "--force"])
+    assert result.exit_code == 1
+    assert result.output == f"Error: 1 problem in the data:\ndata/{file}:1: {message}\n"
+    assert store_files(workdir) == before and graph_facts(workdir) == facts
+
+
+@pytest.mark.parametrize("how", ["full", "incremental"])
+def test_a_new_practice_whose_versions_an_existing_record_is_named_after_is_refused(runner, workdir, monkeypatch, how):
+    from .test_build import store_files
+
+    # Harmless while no practice SOTA-900 exists.
+    (workdir / "data" / "papers" / "SOTA-900-v3.yaml").write_text("id: SOTA-900-v3\ntitle: A paper\n")
+    assert runner.invoke(cli, ["build"]).exit_code == 0
+    before, facts = store_files(workdir), graph_facts(workdir)
+    (workdir / "data" / "practices" / "SOTA-900.yaml").write_text(GOOD)
+    if how == "incremental":
+        full_reads_only(monkeypatch)
+    result = runner.invoke(cli, ["build"] if how == "incremental" else ["build", "--force"])
+    assert result.exit_code == 1
+    taken = version_taken("SOTA-900-v3", 3, "SOTA-900")
+    assert result.output == f"Error: 1 problem in the data:\ndata/papers/SOTA-900-v3.yaml:1: {taken}\n"
+    assert store_files(workdir) == before and graph_facts(workdir) == facts
+
+
+def test_ids_near_a_minted_iri_are_records_like_any_other(runner, workdir, monkeypatch):
+    """Not a version of a practice in the data (none named so, v0, a leading zero, past the cap), or
+    not the scheme's (its case): nothing sotakg mints, so nothing to refuse. An incremental build
+    takes them as a full one does."""
+    papers = workdir / "data" / "papers"
+    for paper_id in ("SOTA-999-v1", "SOTA-047-v0", "SOTA-047-v01", "SOTA-047-v101", "Topics", "topics-v1"):
+        (papers / f"{paper_id}.yaml").write_text(f"id: {paper_id}\ntitle: A paper\n")
+    result = runner.invoke(cli, ["build"])
+    assert result.exit_code == 0, result.output
+    full_reads_only(monkeypatch)
+    (workdir / "data" / "practices" / "SOTA-900.yaml").write_text(GOOD)
+    (papers / "SOTA-900-v01.yaml").write_text("id: SOTA-900-v01\ntitle: A paper\n")
+    result = runner.invoke(cli, ["build"])
+    assert result.exit_code == 0, result.output
+
+
+def test_the_reserved_ids_are_the_iris_the_graph_mints():
+    from sotakg.graph import vocab
+    from sotakg.records.schema import HIGHEST, SCHEME_ID, version_owner
+
+    assert vocab.record_iri(SCHEME_ID) == vocab.TOPIC_SCHEME_IRI
+    for number in (1, 2, 57, HIGHEST["version"]):
+        local = vocab.version_iri("SOTA-047", number)[len(vocab.ID) :]
+        assert version_owner(local) == ("SOTA-047", number)
+    assert version_owner("A-v1-v2") == ("A-v1", 2)
+    assert [version_owner(i) for i in ("SOTA-047-v0", "SOTA-047-v01", "SOTA-047-v101", "SOTA-047v1")] == [None] * 4
+
+
+def test_the_shipped_data_takes_no_minted_iri(data_copy):
+    from sotakg.records.schema import reserved_id_problems
+
+    assert reserved_id_problems(load_anthology(data_copy).records) == []

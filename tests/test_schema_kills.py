@@ -99,7 +99,7 @@ def source_of(tmp_path: Path, relative: str, kind: str | None, content: str | No
             2,
             "'cites' must list identifiers such as LIT-016, got the text 'LIT 016'",
         ),
-        ("id: SOTA-900\nversion: 1001\n", 2, "'version' is 1001, more than any real record has (at most 1000)"),
+        ("id: SOTA-900\nversion: 101\n", 2, "'version' is 101, more than any real record has (at most 100)"),
         ("id: SOTA-900\nversion: -1\n", 2, "'version' is -1, less than any real record has (at least 0)"),
         (f"id: SOTA-900\n{LONG}: x\n", 2, f"unknown field '{CUT}'; a practice has: {PRACTICE_FIELDS}"),
         ("# a comment\n\ntitle: T\n", 3, "missing 'id'"),
@@ -279,7 +279,7 @@ def test_32_levels_of_nesting_are_read():
 @pytest.mark.parametrize(
     "kind, values",
     [
-        ("practice", {"id": "SOTA-900", "version": 1000}),
+        ("practice", {"id": "SOTA-900", "version": 100}),
         ("practice", {"id": "SOTA-900", "version": 0}),
         ("paper", {"id": "LIT-900", "arxiv_version": 1000, "year": 9999}),
         ("paper", {"id": "LIT-900", "year": -9999}),

@@ -124,6 +124,37 @@ def test_an_implausible_version_is_refused_before_it_is_compiled(runner, workdir
     assert "data/practices/SOTA-049.yaml:2: 'version' is 100000000, more than any real record has" in result.output
 
 
+#: The practice of the audit: a few bytes that asked for a chain of versions (1000 were accepted, each
+#: file took seconds to validate, 50 of them stalled CI for minutes).
+LONG_CHAIN = "id: SOTA-500\nversion: {}\ntitle: t\nstatus: Proposed\ntopic: distributed-optimization\nsummary: s\n"
+
+
+def test_a_practice_one_version_past_the_cap_is_refused_with_its_file_line_and_record(runner, workdir):
+    from sotakg.records.schema import HIGHEST
+
+    assert HIGHEST["version"] == 100
+    (workdir / "data" / "practices" / "SOTA-500.yaml").write_text(LONG_CHAIN.format(101))
+    why = "'version' is 101, more than any real record has (at most 100) (SOTA-500)"
+    result = runner.invoke(cli, ["build"])
+    assert result.exit_code == 1
+    assert result.output == f"Error: 1 problem in the data:\ndata/practices/SOTA-500.yaml:2: {why}\n"
+    result = runner.invoke(cli, ["validate"])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"data/practices/SOTA-500.yaml:2: [data-readable] violation: {why}\n")
+
+
+def test_fifty_practices_at_the_version_cap_validate_in_seconds(runner, workdir):
+    import time
+
+    for n in range(500, 550):
+        (workdir / "data" / "practices" / f"SOTA-{n}.yaml").write_text(LONG_CHAIN.replace("500", str(n)).format(100))
+    started = time.perf_counter()
+    result = runner.invoke(cli, ["validate"])
+    assert result.exit_code == 0, result.output
+    assert "0 violations" in result.output
+    assert time.perf_counter() - started < 60
+
+
 def test_importing_a_device_is_refused(runner, tmp_path):
     device = a_device(tmp_path / "zero")
     result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(device)])

@@ -270,6 +270,14 @@ CASES = [
         add="id:SOTA-017-v1 prov:wasRevisionOf id:SOTA-017-v2 .",
     ),
     Case(
+        # v1 -> v4 -> v3 -> v2 -> v1: every version of the cycle is found, found in one pass
+        "version-no-cycle",
+        [V("version-no-cycle", "SOTA-017", P17, 2)] * 4 + [V("version-chain", "SOTA-017", P17, 2)],
+        fields=[(P17, "version", "4")],
+        add="id:SOTA-017-v1 prov:wasRevisionOf id:SOTA-017-v4 .",
+        name="version-no-cycle-through-four",
+    ),
+    Case(
         "adr-status",
         [V("adr-status", "ADR-059", "adrs/ADR-059.yaml", 2)],
         fields=[("adrs/ADR-059.yaml", "status", "Final")],

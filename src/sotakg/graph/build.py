@@ -307,6 +307,7 @@ def _plan_change(data_dir: Path, current: Path, manifest: dict[str, Any], scanne
         old = [record_from_row(row, shown) for row in table.records_where("rel", sorted(touched))]
         new, problems = _read_changed(data_dir, scanned)
         problems.extend(_clashes(table, touched, new, scanned))
+        problems.extend(_reserved(table, touched, new, scanned))
     except _UNUSABLE:
         return None
     finally:
@@ -372,6 +373,42 @@ def _clashes(
             message = f"identifier {record.id} is also used by {first.file}:{first.line}; keep one of the two"
             problems.append((order[rel], Problem(record.file, record.line, record.id, message, rule="id-unique")))
     return [problem for _order, problem in sorted(problems, key=lambda item: item[0])]
+
+
+def _reserved(
+    table: SourceTable, touched: set[str], new: list[tuple[str, Record]], scanned: DataSnapshot
+) -> list[Problem]:
+    """The problems a full read would report of records whose id is an IRI sotakg mints itself, where
+    a changed record is involved: a changed record's id names the scheme or a version of a practice
+    (changed or not), or an unchanged record's id names a version of a changed practice."""
+    from ..records.schema import reserved_id_problem, version_owner
+
+    shown = _shown_prefix(scanned)
+    practices: dict[str, Record] = {}
+    for _rel, record in new:
+        if record.kind == "practice":
+            practices.setdefault(record.id, record)
+    changed_practices = sorted(practices)
+    owners = {owner[0] for _rel, record in new if (owner := version_owner(record.id)) is not None}
+    for row in table.records_where("id", sorted(owners - practices.keys())):
+        if row[0] not in touched and row[1] == "practice":
+            record = record_from_row(row, shown)
+            practices.setdefault(record.id, record)
+    candidates = dict(new)
+    for practice_id in changed_practices:
+        for row in table.records_with_id_prefix(practice_id + "-v"):
+            if row[0] not in touched and row[0] not in candidates:
+                candidates[row[0]] = record_from_row(row, shown)
+    found = []
+    for rel, record in candidates.items():
+        problem = reserved_id_problem(record, practices)
+        if problem is not None:
+            found.append((rel, problem))
+    if not found:
+        return []
+    # Listing every file costs what the scan did: only to order the problems a full read would.
+    order = {source.relative: index for index, source in enumerate(scanned.sources)}
+    return [problem for _rel, problem in sorted(found, key=lambda item: order[item[0]])]
 
 
 _VERSION_SUBJECT = re.compile(r"^(?P<record>.+)-v[0-9]+$")

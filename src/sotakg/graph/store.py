@@ -776,6 +776,14 @@ class SourceTable:
             found.extend(self.connection.execute(f"SELECT * FROM records WHERE {column} = ?", (value,)))
         return found
 
+    def records_with_id_prefix(self, prefix: str) -> list[tuple[Any, ...]]:
+        """The record rows whose id starts with ``prefix`` (a non-empty ASCII text), found on the id index."""
+        if not prefix:
+            raise ValueError(prefix)
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        query = "SELECT * FROM records WHERE id >= ? AND id < ?"
+        return list(self.connection.execute(query, (prefix, end)))
+
     def commit(self) -> None:
         self.connection.commit()
 

@@ -43,8 +43,10 @@ __all__ = [
 ]
 
 MAX_DEPTH = 32
-#: Bounds that keep a typo from blowing up the compiled graph (a version makes one node per version).
-HIGHEST = {"version": 1000, "arxiv_version": 1000, "year": 9999, "declared_size": 10**9}
+#: Bounds that keep a typo from blowing up the compiled graph. A practice's ``version`` makes one node
+#: per version, chained by prov:wasRevisionOf: no real practice is revised a hundred times, and the cap
+#: bounds what a few bytes of data can make the build and the version rules do.
+HIGHEST = {"version": 100, "arxiv_version": 1000, "year": 9999, "declared_size": 10**9}
 
 #: ASCII only, matched whole (``fullmatch``: a ``$`` would let a trailing newline through into an IRI).
 IDENTIFIER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -560,6 +562,7 @@ def load_anthology(
         if record is not None:
             records.append(record)  # even when misnamed, so that a duplicate id is reported too
     problems.extend(_duplicate_problems(records))
+    problems.extend(reserved_id_problems(records))
     if problems:
         raise DataError(problems)
     return Anthology(records)
@@ -617,6 +620,59 @@ def _duplicate_problems(records: Iterable[Record]) -> list[Problem]:
             )
         )
     return problems
+
+
+#: The local name of the topic scheme's IRI under id: (vocab.TOPIC_SCHEME_IRI), which the registry
+#: describes. Kept here as text: the schema does not import the graph's vocabulary.
+SCHEME_ID = "topics"
+#: An id that names a version of a practice, as vocab.version_iri writes it: ``<practice>-v<n>``.
+VERSION_ID_RE = re.compile(r"(?P<practice>.+)-v(?P<number>[1-9][0-9]*)")
+#: The kinds whose records are nodes under id: (topics have a namespace of their own).
+ID_KINDS = ("practice", "paper", "adr")
+
+
+def version_owner(record_id: str) -> tuple[str, int] | None:
+    """The practice id and version number that ``record_id`` would be the version IRI of (version_iri
+    mints ``id:<practice>-v<n>`` for n from 1 to the highest version a practice may have), or None."""
+    match = VERSION_ID_RE.fullmatch(record_id)
+    if match is None or len(match["number"]) > len(str(HIGHEST["version"])):
+        return None
+    number = int(match["number"])
+    return (match["practice"], number) if number <= HIGHEST["version"] else None
+
+
+def reserved_id_problem(record: Record, practices: dict[str, Record]) -> Problem | None:
+    """The problem of a practice, paper or ADR whose id is an IRI sotakg gives a node of its own: the
+    topic scheme's (``id:topics``), or a version's of a practice in ``practices`` (by id), whether or
+    not that practice has that version yet. Its statements would be about that node. None otherwise."""
+    if record.kind not in ID_KINDS:
+        return None
+    if record.id == SCHEME_ID:
+        message = (
+            f"id {record.id} is the IRI sotakg gives the topic scheme (id:{SCHEME_ID}, which {REGISTRY_FILE} "
+            f"describes); give this record another id, and its file that name"
+        )
+        return Problem(record.file, record.line, record.id, message, rule="id-unique")
+    owner = version_owner(record.id)
+    practice = practices.get(owner[0]) if owner is not None else None
+    if owner is None or practice is None:
+        return None
+    message = (
+        f"id {record.id} is the IRI sotakg gives version {owner[1]} of practice {practice.id} "
+        f"({practice.file}:{practice.line}; a practice's versions are <id>-v1, <id>-v2, ...); "
+        f"give this record another id, and its file that name"
+    )
+    return Problem(record.file, record.line, record.id, message, rule="id-unique")
+
+
+def reserved_id_problems(records: Iterable[Record]) -> list[Problem]:
+    """The problems of the records whose id is an IRI sotakg mints itself (see reserved_id_problem)."""
+    records = list(records)
+    practices: dict[str, Record] = {}
+    for record in records:
+        if record.kind == "practice":
+            practices.setdefault(record.id, record)
+    return [problem for record in records if (problem := reserved_id_problem(record, practices)) is not None]
 
 
 # ---------------------------------------------------------------------------------------- writing

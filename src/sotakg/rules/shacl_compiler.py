@@ -780,14 +780,11 @@ class _Compiler:
         prefixes = self._prefixes(node, name)
         query = rewrite_select(selects[0].value, shape, prefixes)
         messages = [m.value for m in graph.objects(node, SH + "message") if isinstance(m, Literal)]
-        return [
-            Constraint(
-                SH + "SPARQLConstraintComponent",
-                "sparql",
-                {"query": query, "messages": tuple(messages)},
-                source=node,
-            )
-        ]
+        args: dict[str, object] = {"query": query, "messages": tuple(messages)}
+        steps = self_reachable_steps(selects[0].value, prefixes)
+        if steps is not None:
+            args["cycle"] = steps
+        return [Constraint(SH + "SPARQLConstraintComponent", "sparql", args, source=node)]
 
     def _prefixes(self, node: Term, name: str) -> dict[str, str]:
         declared: dict[str, str] = {}
@@ -1063,6 +1060,103 @@ def rewrite_select(query: str, shape: Shape, prefixes: dict[str, str], constants
         if index in inject:
             parts.append("\n" + FOCUS_MARK)
     return "".join(parts)
+
+
+#: One step of a path: a predicate or an inverse one, as an IRI or a prefixed name (plain local names only).
+_STEP = (
+    r"""(?P<inverse>\^\s*)?(?:<(?P<iri>[A-Za-z][A-Za-z0-9+.-]*:[^<>"{}|^`\\\x00-\x20]*)>"""
+    r"|(?P<prefix>(?:[A-Za-z][A-Za-z0-9_-]*)?):(?P<local>[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?))"
+)
+_STEP_RE = re.compile(_STEP)
+_ANY_STEP = re.sub(r"\(\?P<[a-z]+>", "(?:", _STEP)
+#: ``SELECT $this WHERE { $this (P|^Q|...)+ $this }``: the focus nodes on a cycle of steps along P and
+#: against Q, written with nothing else (no comment, PREFIX, FILTER or second pattern), so that it means
+#: exactly that.
+_SELF_REACHABLE = re.compile(
+    r"\s*SELECT\s+(?:DISTINCT\s+|REDUCED\s+)?[$?](?-i:this)\s+(?:WHERE\s*)?\{\s*[$?](?-i:this)\s+"
+    rf"(?P<path>{_ANY_STEP}|\(\s*{_ANY_STEP}(?:\s*\|\s*{_ANY_STEP})*\s*\))"
+    r"\+\s*[$?](?-i:this)\s*\.?\s*\}\s*",
+    re.IGNORECASE,
+)
+
+
+def self_reachable_steps(query: str, prefixes: dict[str, str]) -> tuple[tuple[str, bool], ...] | None:
+    """The steps of the path, (predicate IRI, inverse), when ``query`` is exactly
+    ``SELECT $this WHERE { $this (P|^Q|...)+ $this }`` (IRIs or declared prefixed names), else None.
+
+    Such a query asks for the focus nodes that lie on a cycle of those steps (a version that revises
+    itself through others, an ADR that supersedes itself). Evaluated as SPARQL it walks the whole path
+    from every focus node, which is quadratic in the length of a chain: no SPARQL 1.1 query answers it
+    in linear time, since a property path is evaluated from each node anew and SPARQL has no other
+    recursion to share one node's reachability with the next. The evaluator finds the same nodes with
+    one pass of Tarjan's strongly connected components over the statements of the steps instead
+    (:func:`nodes_on_cycles`)."""
+    match = _SELF_REACHABLE.fullmatch(query)
+    if match is None:
+        return None
+    steps = []
+    for step in _STEP_RE.finditer(match["path"]):
+        if step["iri"] is not None:
+            predicate = step["iri"]
+        elif step["prefix"] in prefixes:
+            predicate = prefixes[step["prefix"]] + step["local"]
+        else:
+            return None  # an undeclared prefix: left to the query, which reports it
+        steps.append((predicate, step["inverse"] is not None))
+    return tuple(steps)
+
+
+def nodes_on_cycles(edges: Iterable[tuple[Term, Term]]) -> set[Term]:
+    """The nodes from which a path of one or more ``edges`` leads back to themselves (``?x P+ ?x``).
+
+    Those are the nodes with an edge to themselves and the members of strongly connected components of
+    two nodes or more; found by Tarjan's algorithm, iteratively (a long chain cannot exhaust the stack),
+    in time linear in the edges."""
+    successors: dict[Term, list[Term]] = {}
+    on_cycle: set[Term] = set()
+    for subject, obj in edges:
+        if subject == obj:
+            on_cycle.add(subject)
+        successors.setdefault(subject, []).append(obj)
+    index: dict[Term, int] = {}
+    low: dict[Term, int] = {}
+    stack: list[Term] = []
+    on_stack: set[Term] = set()
+
+    def visit(node: Term) -> Iterator[Term]:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        return iter(successors.get(node, ()))
+
+    for root in successors:
+        if root in index:
+            continue
+        work = [(root, visit(root))]
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    work.append((child, visit(child)))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        on_cycle.update(component)
+    return on_cycle
 
 
 def _match_braces(tokens: list[_Token], name: str) -> dict[int, int]:
@@ -1485,9 +1579,11 @@ class _Evaluator:
         query = str(args["query"]).replace(FOCUS_MARK, focus.subquery() + "\n")
         templates = args["messages"] or shape.messages
         assert isinstance(templates, tuple)
+        steps = args.get("cycle")
+        rows = self.cycle_rows(steps, focus) if isinstance(steps, tuple) else self.select(query)
         results = []
         seen: set[tuple[Term, str | None, Term | None, tuple[str, ...]]] = set()
-        for row in self.select(query):
+        for row in rows:
             failure = row.get("failure")
             if isinstance(failure, Literal) and failure.value in ("true", "1"):
                 raise ShapesError(f"shape {shape.name}: a SPARQL constraint reported a failure (?failure)")
@@ -1521,6 +1617,22 @@ class _Evaluator:
                 )
             )
         return results
+
+    def cycle_rows(self, steps: tuple[tuple[str, bool], ...], focus: Focus) -> Iterator[dict[str, Term]]:
+        """The solutions of ``SELECT $this WHERE { $this (P|^Q|...)+ $this }`` over ``focus`` (``steps``:
+        P, Q, ... and whether each is inverse), in time linear in the graph: the focus nodes, once each,
+        that lie on a cycle of the steps. Their statements are read once, whatever the focus."""
+        edges: list[tuple[Term, Term]] = []
+        for predicate, inverse in steps:
+            for row in self.select(f"SELECT ?s ?o WHERE {{ ?s <{predicate}> ?o }}"):
+                edges.append((row["o"], row["s"]) if inverse else (row["s"], row["o"]))
+        cyclic = nodes_on_cycles(edges)
+        if not cyclic:
+            return
+        for row in self.select(f"SELECT DISTINCT ?this WHERE {{ {focus.subquery()} }}"):
+            node = row.get("this")
+            if node is not None and node in cyclic:
+                yield {"this": node}
 
     def ask(self, shape: Shape, constraint: Constraint, focus: Focus) -> list[ValidationResult]:
         """An ASK validator of a constraint component, over all value nodes at once."""
