@@ -143,16 +143,14 @@ def test_a_practice_one_version_past_the_cap_is_refused_with_its_file_line_and_r
     assert result.output.startswith(f"data/practices/SOTA-500.yaml:2: [data-readable] violation: {why}\n")
 
 
-def test_fifty_practices_at_the_version_cap_validate_in_seconds(runner, workdir):
-    import time
-
+def test_fifty_practices_at_the_version_cap_validate_clean(runner, workdir):
+    # (How long it takes is for benchmarks/, not a test: that the cycle rules run in one pass over
+    # the chains, not as a path walked from every version, is held in tests/test_shacl_compiler.py.)
     for n in range(500, 550):
         (workdir / "data" / "practices" / f"SOTA-{n}.yaml").write_text(LONG_CHAIN.replace("500", str(n)).format(100))
-    started = time.perf_counter()
     result = runner.invoke(cli, ["validate"])
     assert result.exit_code == 0, result.output
     assert "0 violations" in result.output
-    assert time.perf_counter() - started < 60
 
 
 def test_importing_a_device_is_refused(runner, tmp_path):

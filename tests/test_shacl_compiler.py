@@ -538,15 +538,11 @@ def test_cycles_agree_with_pyshacl() -> None:
 
 def test_a_long_revision_chain_is_checked_for_cycles_in_linear_time() -> None:
     """Walking the path from every version took about 5 s for a chain of 1000 (quadratic): 5000 would
-    take minutes. One pass over the chain takes a fraction of a second."""
-    import time
-
+    take minutes. One pass over the chain finds the same: no query walks the path."""
     chain = "".join(f"ex:v{n} ex:p ex:v{n - 1} .\n" for n in range(1, 5000))
     for closing, expected in (("", 0), ("ex:v0 ex:p ex:v4999 .\n", 5000)):
         data = CountingStore(store_of(chain + closing))
-        started = time.perf_counter()
         report = validate(data, cycle_shapes(CYCLE_QUERY))  # type: ignore[arg-type]
-        assert time.perf_counter() - started < 10
         assert len(report.results) == expected
         assert not any("+" in query for query in data.queries)
 

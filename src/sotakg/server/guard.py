@@ -80,8 +80,10 @@ WATCH_SECONDS = 0.25
 CHUNK = 1 << 16
 #: A Host header that can stand in a URL as it is: a name or IPv4 address, or a bracketed IPv6 one, and a port.
 #: A request target in absolute form (RFC 9112 §3.2.2), and what follows its authority.
-_ABSOLUTE_FORM = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://[^/?#]*+(?P<rest>[/?].*)?", re.S)
 _PLAIN_AUTHORITY = re.compile(r"(?:[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?")
+#: A target that starts with a scheme: absolute form, or nothing the guard reads.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_ABSOLUTE_FORM = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://(?:" + _PLAIN_AUTHORITY.pattern + r")(?P<rest>[/?].*)?", re.S)
 #: How much of an answer no client takes is read and dropped before the engine's connection closes.
 DRAIN_ANSWER_BYTES = 1 << 20
 #: How much of a refused body is read and dropped, and for how long, before the connection closes.
@@ -454,6 +456,9 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             # description's sd:endpoint, the base of relative IRIs). It gets the path; the guard's
             # own address is named as for any request (``_own_authority``).
             self.path = "/" + (absolute["rest"] or "").lstrip("/")
+        elif _SCHEME.match(self.path):
+            self.send_error(400, "Bad request target", "send the target as a path, or as http://host/path")
+            return False
         if self.path.startswith("//"):  # as the base class does: "//host/x" would read as another host
             self.path = "/" + self.path.lstrip("/")
         try:
