@@ -352,7 +352,8 @@ def ascii_locale():
         locale.setlocale(locale.LC_CTYPE, saved)
 
 
-def test_records_are_written_as_utf8_whatever_the_locale(tmp_path, ascii_locale):
+@pytest.mark.usefixtures("ascii_locale")
+def test_records_are_written_as_utf8_whatever_the_locale(tmp_path):
     data = tmp_path / "data"
     report = import_markdown(FIXTURES / "other-topic.md", data)
     assert report.written["paper"] == 4

@@ -404,6 +404,15 @@ def test_screening_finds_queries_wherever_the_protocol_puts_them():
     assert guard.screen_request("POST", "/query", guard.QUERY_MEDIA, None, b"ASK {}") is None
     update = guard.screen_request("POST", "/query", guard.QUERY_MEDIA, None, b"INSERT DATA { <x:a> <x:b> <x:c> }")
     assert update is not None and update.status == 403
+    # an update refused for something else first (a prologue the engine cannot read, its size) is 403 too
+    for text in ("PREFIX ex: <http://u@h> INSERT DATA { ex:s ex:p 1 }", "INSERT DATA { " + "<x:a> " * 7000 + "}"):
+        assert guard.screen_request("POST", "/query", guard.QUERY_MEDIA, None, text.encode()).status == 403, text
+    assert (
+        guard.screen_request(
+            "GET", "/query?query=" + urllib.parse.quote("ASK { " + "?v " * 7000 + "}"), None, None, b""
+        ).status
+        == 400
+    )
     assert guard.screen_request("GET", "/query?update=CLEAR%20ALL", None, None, b"") == guard.Refusal(
         403, "refused: this server is read-only; SPARQL Update is not accepted\n"
     )
@@ -642,11 +651,7 @@ def test_an_engine_killed_inside_its_network_is_restarted(data_copy, tmp_path, s
 
 def descendants_of_one(served: Served) -> list[int]:
     """The processes `sotakg serve` started itself (the holders of its engines' networks)."""
-    return [
-        int(child)
-        for task in Path(f"/proc/{served.process.pid}/task").iterdir()
-        for child in (task / "children").read_text().split()
-    ]
+    return serve.child_pids(served.process.pid)
 
 
 def test_a_network_set_up_refused_after_unshare_falls_back_with_its_reason(tmp_path):

@@ -482,6 +482,11 @@ EX = {"ex": "http://example.org/"}
         ("SELECT $this WHERE { # a comment\n $this ex:p+ $this . }", EX, None),
         ("SELECT $this ?value WHERE { $this ex:p+ $this . }", EX, None),
         ("SELECT $THIS WHERE { $THIS ex:p+ $THIS . }", EX, None),  # another variable: SPARQL's are case-sensitive
+        # letters and blanks only Unicode's rules take for ASCII ones: not read as the engine reads them
+        ("SELECT $this WHERE { $this <\u212aex:p>+ $this }", EX, None),  # the Kelvin sign
+        ("SELECT $this WHERE { $this (ex:p|ex:\u017f)+ $this }", EX, None),  # the long s
+        ("SELECT $this WHERE { $this \u0131x:p+ $this }", {"x": "urn:x:", "ix": "urn:ix:"}, None),  # dotless i
+        ("SELECT\u00a0$this WHERE { $this ex:p+ $this }", EX, None),  # a no-break space
     ],
 )
 def test_only_a_bare_self_reachability_query_is_recognised(query, prefixes, steps) -> None:

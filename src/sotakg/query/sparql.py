@@ -436,7 +436,8 @@ def tokens(text: str, limit: int | None = None) -> Iterator[Token]:
     ``<`` opens an IRI except inside an expression after an operand, where it compares: that needs
     the brackets around it, which are tracked (``_Scan``). Signs are separate ``punct`` tokens, as
     the engine allows blanks between a sign and its number. Runs in time linear in the text; with
-    ``limit``, only the first that many tokens are read, in time linear in them."""
+    ``limit``, the text is read only until that many tokens or a few more (those read one at a time
+    after a comparing ``<``) are found, in time linear in them."""
     scan = _Scan(text, limit)
     names = _KIND_NAMES
     for code, start, end in zip(scan.kinds, scan.starts, scan.ends, strict=True):
@@ -713,7 +714,11 @@ def _check(text: str, limits: QueryLimits, predeclared: bool = True) -> str | No
     if reifier >= 0:
         found.append((reifier, 7, lambda: _reifier_refusal(text, starts[reifier])))
     if found:
-        raise min(found, key=lambda item: item[:2])[2]()
+        refusal = min(found, key=lambda item: item[:2])[2]()
+        if isinstance(refusal, QueryRefused) and not refusal.writes:
+            # An update refused for another reason first (its prologue, its size) is still an update.
+            refusal.writes = _first_word(text, kinds, starts, ends, UPDATE_KEYWORDS.__contains__) >= 0
+        raise refusal
     select, other = kinds.find(_SELECT), kinds.find(_FORM)
     if other >= 0 and (select < 0 or other < select):
         return text[starts[other] : ends[other]].upper()

@@ -1071,12 +1071,14 @@ _STEP_RE = re.compile(_STEP)
 _ANY_STEP = re.sub(r"\(\?P<[a-z]+>", "(?:", _STEP)
 #: ``SELECT $this WHERE { $this (P|^Q|...)+ $this }``: the focus nodes on a cycle of steps along P and
 #: against Q, written with nothing else (no comment, PREFIX, FILTER or second pattern), so that it means
-#: exactly that.
+#: exactly that. Blanks are SPARQL's four (``\s`` also takes Unicode ones, which the engine does not).
+_BLANK = r"[ \t\r\n]"
 _SELF_REACHABLE = re.compile(
-    r"\s*SELECT\s+(?:DISTINCT\s+|REDUCED\s+)?[$?](?-i:this)\s+(?:WHERE\s*)?\{\s*[$?](?-i:this)\s+"
-    rf"(?P<path>{_ANY_STEP}|\(\s*{_ANY_STEP}(?:\s*\|\s*{_ANY_STEP})*\s*\))"
-    r"\+\s*[$?](?-i:this)\s*\.?\s*\}\s*",
-    re.IGNORECASE,
+    rf"{_BLANK}*SELECT{_BLANK}+(?:DISTINCT{_BLANK}+|REDUCED{_BLANK}+)?[$?](?-i:this){_BLANK}+(?:WHERE{_BLANK}*)?"
+    rf"\{{{_BLANK}*[$?](?-i:this){_BLANK}+"
+    rf"(?P<path>{_ANY_STEP}|\({_BLANK}*{_ANY_STEP}(?:{_BLANK}*\|{_BLANK}*{_ANY_STEP})*{_BLANK}*\))"
+    rf"\+{_BLANK}*[$?](?-i:this){_BLANK}*\.?{_BLANK}*\}}{_BLANK}*",
+    re.IGNORECASE | re.ASCII,  # ASCII: K (Kelvin), ſ and ı are no letters of a keyword or a name here
 )
 
 

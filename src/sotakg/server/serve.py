@@ -18,6 +18,7 @@ served one in place; the server keeps serving the build it started with until it
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import shutil
@@ -453,6 +454,8 @@ class OxigraphServer:
 
 
 MB = 1024 * 1024
+#: Less than this, and an idle engine would be restarted over and over.
+MIN_ENGINE_MEMORY = 128 * MB
 #: The engine's memory is read every this many rounds of its watcher (of 50 ms).
 MEMORY_CHECK_ROUNDS = 2
 
@@ -465,9 +468,25 @@ def default_engine_memory() -> int:
         return 4 * 1024 * MB
 
 
+def child_pids(pid: int, threads: bool = True) -> list[int]:
+    """The children of process ``pid`` (Linux's /proc; none elsewhere): of each of its threads, or
+    with ``threads`` False of its main thread only (the one that starts an engine). A thread that
+    ends while they are read is passed over."""
+    tasks: list[Path] = [Path(f"/proc/{pid}/task/{pid}")]
+    if threads:
+        with contextlib.suppress(OSError):
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    children: list[int] = []
+    for task in tasks:
+        with contextlib.suppress(OSError, ValueError):
+            children += [int(child) for child in (task / "children").read_text().split()]
+    return children
+
+
 def resident_bytes(pid: int) -> int:
-    """The memory resident in process ``pid`` and all its descendants (Linux's /proc; 0 elsewhere):
-    an engine in a network of its own is the child of its holder."""
+    """The memory resident in process ``pid`` and its descendants (Linux's /proc; 0 elsewhere): an
+    engine in a network of its own is the child of its holder's main thread. Read at a cost that does
+    not grow with the engine's threads (only main threads' children are listed)."""
     total, pending, seen = 0, [pid], set()
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     while pending:
@@ -477,10 +496,9 @@ def resident_bytes(pid: int) -> int:
         seen.add(current)
         try:
             total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * page
-            for task in Path(f"/proc/{current}/task").iterdir():
-                pending += [int(child) for child in (task / "children").read_text().split()]
         except (OSError, ValueError, IndexError):
             continue
+        pending += child_pids(current, threads=False)
     return total
 
 
@@ -626,7 +644,7 @@ class Engine:
         with self._lock:
             if self._server is not server:
                 return
-            self._reason = (
+            self._reason = self._reason or (
                 f"it held {used // MB} MB, over --max-memory ({self.max_memory // MB} MB): a query's "
                 f"intermediate results; the queries it was answering got 503"
             )
@@ -760,6 +778,11 @@ def serve(
     cores). ``echo`` receives the banner once the server answers, ``warn`` the warning for a
     non-loopback host and the engine's restarts. ServeError when the server cannot start.
     """
+    if max_memory is not None and max_memory < MIN_ENGINE_MEMORY:
+        raise UsageProblem(
+            f"--max-memory {max_memory} bytes is less than the engine needs to start "
+            f"({MIN_ENGINE_MEMORY // MB} MB or more, such as 2G)"
+        )
     served = hold_current_generation(data_dir, store_path)
     binary = find_oxigraph()
     check_port_free(host, port)
