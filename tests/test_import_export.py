@@ -983,10 +983,8 @@ def test_the_importers_url_pattern_is_the_rules_pattern():
 def test_a_status_other_than_rejected_gives_a_status_note_not_a_rejection_reason(runner, tmp_path):
     # an unknown status is kept as written: what follows it is a note on it, never a rejection reason
     row = "| SOTA-986 | T | Doe (2020), LIT-051. | Superseded — by SOTA-017 |"
-    page, line = _page_with_row(tmp_path, row)
-    data, store = tmp_path / "data", tmp_path / "store"
-    options = ["--data", str(data), "--store", str(store)]
-    imported = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    page, line, data, imported = _imported_with_row(runner, tmp_path, row)
+    options = ["--data", str(data), "--store", str(tmp_path / "store")]
     assert imported.exit_code == 0, imported.output
     assert f"warning: {page}:{line}: row SOTA-986: unknown status 'Superseded'" in imported.output
     assert _read(data, "practices", "SOTA-986") == (
@@ -1083,10 +1081,8 @@ def test_prose_with_an_apostrophe_or_others_is_no_list_of_authors(runner, tmp_pa
 )
 def test_a_locator_in_another_markdown_form_is_kept_verbatim_and_exported_as_written(runner, tmp_path, locator, after):
     row = f"| SOTA-986 | T | Doe (2020), LIT-901 — {locator}{after} | Proposed |"
-    page, line = _page_with_row(tmp_path, row)
-    data, store = tmp_path / "data", tmp_path / "store"
-    options = ["--data", str(data), "--store", str(store)]
-    imported = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    page, line, data, imported = _imported_with_row(runner, tmp_path, row)
+    options = ["--data", str(data), "--store", str(tmp_path / "store")]
     assert imported.exit_code == 0, imported.output
     assert _row_warnings(imported.output, page, line) == [
         f"warning: {page}:{line}: row SOTA-986: cannot read the locator {locator!r} of LIT-901 (expected "
@@ -1206,10 +1202,8 @@ def test_the_importers_arxiv_pattern_is_the_rules_pattern():
 )
 def test_an_old_style_arxiv_id_is_read_exported_as_written_and_valid(runner, tmp_path, locator, arxiv, version):
     row = f"| SOTA-986 | T | Doe (2003), LIT-901 — ARXIV-{locator}. | Proposed |"
-    page, line = _page_with_row(tmp_path, row)
-    data, store = tmp_path / "data", tmp_path / "store"
-    options = ["--data", str(data), "--store", str(store)]
-    imported = runner.invoke(cli, [*options, "import", "markdown", str(page)])
+    page, line, data, imported = _imported_with_row(runner, tmp_path, row)
+    options = ["--data", str(data), "--store", str(tmp_path / "store")]
     assert imported.exit_code == 0, imported.output
     assert _row_warnings(imported.output, page, line) == []
     assert _read(data, "papers", "LIT-901") == (
