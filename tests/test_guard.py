@@ -1350,3 +1350,34 @@ def test_an_engine_past_max_memory_is_restarted_and_the_query_gets_503(data_copy
     restarts = [line for line in err.splitlines() if "over --max-memory (300 MB)" in line]
     assert len(restarts) == 1 and restarts[0].startswith("sotakg serve: the Oxigraph server stopped (it held "), err
     assert serve.resident_bytes(os.getpid()) > 0  # the measure reads this machine's processes
+
+
+def test_a_request_in_but_not_yet_read_is_not_closed_to_make_room(built_store, monkeypatch):
+    """Its thread has only just started: the connection counts as idle, but its client has sent its
+    request (170 clients at once from one address lost one to a RemoteDisconnected)."""
+    from sotakg.server import guard as guard_module
+
+    real_idle = guard_module.GuardServer.idle
+    waited = threading.Event()
+
+    def slow_to_read(self, connection, client_address, waiting):
+        real_idle(self, connection, client_address, waiting)
+        if waiting and not waited.is_set():  # the first connection's thread reads its request late
+            waited.set()
+            time.sleep(1.0)
+
+    monkeypatch.setattr(guard_module.GuardServer, "idle", slow_to_read)
+    with guard_over_engine(built_store, max_connections=1, max_connections_per_address=1) as guard:
+        first = socket.create_connection(("127.0.0.1", guard.port), timeout=15)
+        try:
+            first.sendall(ASK_REQUEST)
+            assert waited.wait(5)
+            time.sleep(0.1)  # the request is in the socket, unread
+            second = raw_request(guard.port, ASK_REQUEST, 5)
+            assert second.startswith(b"HTTP/1.1 503 ") and b"too many connections" in second
+            answer = b""
+            while chunk := first.recv(4096):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"head":{},"boolean":true}')
+        finally:
+            first.close()

@@ -1210,6 +1210,20 @@ class Watchdog:
         self._thread.join(5)
 
 
+def _unread_bytes(connection: socket.socket) -> int:
+    """Bytes the client sent that its thread has not read yet (Linux's FIONREAD; 0 where unknown): a
+    connection whose request has come in but is not read yet (its thread only just started) is not
+    idle, and is not closed to make room."""
+    try:
+        import fcntl
+        import termios
+
+        buffer = fcntl.ioctl(connection.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        return int.from_bytes(buffer, sys.byteorder, signed=True)
+    except (ImportError, OSError, ValueError):
+        return 0
+
+
 def _host_of(client_address: Any) -> Any:
     """The host part of a client's address (the whole of it for a socket family without ports)."""
     return client_address[0] if isinstance(client_address, tuple) else client_address
@@ -1268,7 +1282,11 @@ class GuardServer(http.server.ThreadingHTTPServer):
     def _make_room(self, address: Any | None) -> bool:
         """Close the connection idle the longest (of ``address``; None: of anyone) so that a new one can
         be served; whether there was one. Its thread ends as soon as its read fails. Called locked."""
-        waiting = [item for item in self._idle.items() if address is None or item[1][1] == address]
+        waiting = [
+            item
+            for item in self._idle.items()
+            if (address is None or item[1][1] == address) and not _unread_bytes(item[0])
+        ]
         if not waiting:
             return False
         oldest = min(waiting, key=lambda item: item[1][0])[0]
