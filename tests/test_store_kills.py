@@ -13,6 +13,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sotakg.errors import StoreError
 from sotakg.graph import store
@@ -412,3 +414,33 @@ def test_the_freshness_scan_lists_what_the_build_reads_or_refuses_and_nothing_el
     followed = os.stat(data / "papers" / "LIT-051.yaml")
     assert listed["papers/LIT-051.yaml"][2] == followed.st_ino
     assert listed["papers"][2] == os.lstat(data / "papers").st_ino  # the link itself, so that retargeting it shows
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(st.characters(blacklist_categories=("Cs",)), max_size=12), st.text("0123456789abcdef")))
+def test_the_fingerprint_is_the_digest_of_each_file_in_name_order(hashes):
+    # The definition every store so far was built with: a store built before stays fresh.
+    digest = hashlib.sha256()
+    digest.update(store.__version__.encode())
+    digest.update(store._sha256(store.ontology_path()).encode())
+    for name in sorted(hashes):
+        digest.update(f"\0{name}\0{hashes[name]}".encode())
+    assert store.fingerprint(Path("."), hashes) == digest.hexdigest()
+
+
+def test_a_changed_file_keeps_the_others_hashes_and_a_removed_one_is_gone(tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    layout = StoreLayout(tmp_path / "store")
+    build(data, layout.path)
+    generation = layout.current_generation()
+    files = sorted(scan_stats(data))
+    changed, removed = files[0], files[1]
+    (data / changed).write_text((data / changed).read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    (data / removed).unlink()
+    scanned = store.snapshot(data, generation)
+    recorded = store.read_file_table(generation)[1]
+    assert scanned.hashes.keys() == set(files) - {removed}
+    assert scanned.hashes[changed] == hashlib.sha256((data / changed).read_bytes()).hexdigest() != recorded[changed]
+    assert {rel: scanned.hashes[rel] for rel in files[2:]} == {rel: recorded[rel] for rel in files[2:]}
+    assert (scanned.changed, scanned.removed) == ({changed}, {removed})

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -565,7 +566,11 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
     # and the racy ones: only they are read again; every other file keeps its recorded hash.
     differs = {row[0] for row in {(rel, *file_stat) for rel, file_stat in stats.items()} - recorded_stats}
     rehashed = {rel for rel in (differs | racy.keys()) if rel in stats}
-    hashes = {rel: recorded_hashes[rel] for rel in stats.keys() - rehashed}
+    # Every other file keeps its recorded hash: the recorded table copied (in C) less the files
+    # gone or read again, instead of a dictionary built a file at a time.
+    hashes = dict(recorded_hashes)
+    for rel in (hashes.keys() - stats.keys()) | rehashed:
+        hashes.pop(rel, None)
     contents: dict[str, bytes] = {}
     limit = max_file_bytes()
     root = str(data_dir)
@@ -608,8 +613,10 @@ def fingerprint(data_dir: Path, hashes: dict[str, str]) -> str:
     digest = hashlib.sha256()
     digest.update(__version__.encode())
     digest.update(_sha256(ontology_path()).encode())
-    for name in sorted(hashes):
-        digest.update(f"\0{name}\0{hashes[name]}".encode())
+    if hashes:
+        # "\0name\0hash" for each file in name order, joined in C (a loop a file costs a third of a
+        # second at 126,000 files): the same bytes, so the same fingerprint.
+        digest.update(("\0" + "\0".join(chain.from_iterable(sorted(hashes.items())))).encode())
     return digest.hexdigest()
 
 

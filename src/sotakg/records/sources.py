@@ -94,6 +94,8 @@ def refuse_linked_folder(path: Path, what: str) -> None:
 def escaped_name(name: str) -> str | None:
     """``name`` (as ``os`` decodes it) with the bytes that are not UTF-8 written as ``\\xNN``; None
     when it is UTF-8 already. Such a name cannot go into a message, a manifest or the source table."""
+    if name.isascii():  # most names, at a flag's cost: called for every file of every scan
+        return None
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
