@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from sotakg.cli import cli
@@ -354,3 +354,15 @@ def test_the_shipped_data_takes_no_minted_iri(data_copy):
     from sotakg.records.schema import reserved_id_problems
 
     assert reserved_id_problems(load_anthology(data_copy).records) == []
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(alphabet="ab.c/ _-", min_size=1, max_size=6), min_size=1, max_size=4).map("/".join))
+def test_a_file_names_stem_and_suffix_are_pathlibs(path):
+    from pathlib import PurePosixPath
+
+    from sotakg.records.schema import stem_and_suffix
+
+    # pathlib drops "." parts, which the scan's relative paths never have
+    assume(PurePosixPath(path).name == path.rstrip("/").rpartition("/")[2])
+    assert stem_and_suffix(path) == (PurePosixPath(path).stem, PurePosixPath(path).suffix)

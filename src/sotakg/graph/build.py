@@ -237,9 +237,14 @@ def _record_row(rel: str, record: Record) -> tuple[str, str, str, str, int, str,
         record.id,
         record_subject(record),
         record.line,
-        json.dumps(record.lines, separators=(",", ":")),
-        json.dumps(record.fields, separators=(",", ":"), ensure_ascii=False),
+        _compact_json(record.lines),
+        _compact_unicode_json(record.fields),
     )
+
+
+# json.dumps with arguments makes an encoder a call: two a record.
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+_compact_unicode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _write_source_table(generation: Path, scanned: DataSnapshot, records: list[Record]) -> None:

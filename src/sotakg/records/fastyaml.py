@@ -49,9 +49,14 @@ _NOT_A_STRING = re.compile(
 )
 
 
+#: The first characters of everything ``_NOT_A_STRING`` matches: a text starting otherwise is a string
+#: without trying the pattern's alternatives (most titles and summaries).
+_MAY_NOT_BE_A_STRING = frozenset("yYnNtTfFoO+-0123456789")
+
+
 def resolves_to_string(text: str) -> bool:
     """Whether YAML reads ``text``, a plain scalar starting with a letter, digit or ``(``, as a string."""
-    return not _NOT_A_STRING.fullmatch(text)
+    return not (text[:1] in _MAY_NOT_BE_A_STRING and _NOT_A_STRING.fullmatch(text))
 
 
 ParseResult = tuple[dict[str, Any], dict[str, int], dict[str, str], int]
@@ -105,6 +110,12 @@ def _value(text: str) -> Any:
     return _plain_value(text)
 
 
+@functools.lru_cache(maxsize=256)
+def _is_plain_key(key: str) -> bool:
+    # Records use a few keys, each checked once rather than once a line of every file.
+    return _plain_value(key) == key
+
+
 def parse_canonical(text: str) -> ParseResult | None:
     """Parse ``text`` if it is in the canonical record shape; None means: use the full reader."""
     if text == "{}\n":
@@ -119,7 +130,7 @@ def parse_canonical(text: str) -> ParseResult | None:
         if match is None:
             return None
         key, raw = match.groups()
-        if key in values or _plain_value(key) != key:  # e.g. `on:` is a boolean key in YAML 1.1
+        if key in values or not _is_plain_key(key):  # e.g. `on:` is a boolean key in YAML 1.1
             return None
         value = _value(raw)
         if value is _NO:
