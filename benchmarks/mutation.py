@@ -72,7 +72,12 @@ TESTS = {
         "tests/test_importer_kills.py",
     ],
     "src/sotakg/records/revisions.py": ["tests/test_diff.py", "tests/test_revisions_kills.py"],
-    "src/sotakg/records/indexpage.py": ["tests/test_import_export.py", "tests/test_roundtrip.py", "tests/test_fuzz.py"],
+    "src/sotakg/records/indexpage.py": [
+        "tests/test_import_export.py",
+        "tests/test_roundtrip.py",
+        "tests/test_fuzz.py",
+        "tests/test_indexpage_kills.py",
+    ],
     "src/sotakg/graph/build.py": [
         "tests/test_build.py",
         "tests/test_incremental.py",
