@@ -15,10 +15,13 @@ from pyoxigraph import Store
 from sotakg.graph.rdf import anthology_triples, as_quads, record_triples, records_from_triples
 from sotakg.records.indexpage import (
     ARXIV_ID,
+    DASH,
     PracticeRow,
+    TopicRow,
     escape_cell,
     page_lines,
     parse_page,
+    render_full_index,
     render_page,
     split_cells,
 )
@@ -190,6 +193,25 @@ def test_any_title_summary_and_reason_round_trip_through_a_page(title, summary, 
         3,
     )
     assert render_page("Topics", "The scheme.", "A topic", "its scope.", 10, [row]) == page
+
+
+@given(awkward.filter(lambda text: DASH not in text), awkward.filter(lambda text: DASH not in text))
+@settings(max_examples=150, deadline=None)
+def test_the_header_lines_hold_any_title_and_scope_on_their_own_lines(label, scope):
+    row = PracticeRow("SOTA-001", 1, "A title", "A summary.", "Active", "")
+    hostile = "\n\n# Injected\n\n| SOTA-999 | Invented | made up | Active |\n[LIT-051]: https://evil.example"
+    label = "Topic " + label  # a label with a letter gives the page its slug
+    page = render_page("Topics" + hostile, "The scheme." + hostile, label, scope + hostile, 10, [row])
+    assert len(page_lines(page)) == 6  # three header lines, the table's head and rule, one row
+    parsed = parse_page(page)
+    assert (parsed.scheme_title, parsed.scheme_description) == ("Topics" + hostile, "The scheme." + hostile)
+    assert (parsed.topic_label, parsed.topic_scope) == (label.strip(), scope + hostile)
+    assert [record["id"] for kind, record in parsed.records if kind == "practice"] == ["SOTA-001"]
+
+
+def test_a_topic_label_cannot_end_its_link_in_the_full_index():
+    page = render_full_index("Topics", "The scheme.", 10, [TopicRow("t", "Label\\](https://evil.example) \\[", "s", 1)])
+    assert page.splitlines()[-1] == "| [Label\\\\\\](https://evil.example) \\\\\\[](t.md) | s | 1 |"
 
 
 def test_escapes_read_as_markdown_would_show_them():

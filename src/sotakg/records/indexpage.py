@@ -376,10 +376,10 @@ def parse_page(text: str, source: str = "<page>", file_slug: str | None = None) 
 
     if len(lines) < 5:
         raise fail(len(lines) or 1, "too short for an index page (three header lines, then the table)")
-    scheme_title, _, scheme_description = lines[0].partition(DASH)
+    scheme_title, _, scheme_description = (decode_cell(part) for part in lines[0].partition(DASH))
     if not scheme_description:
         raise fail(1, f"expected 'Topics — <description of the topic scheme>', got {lines[0][:60]!r}")
-    topic_label, _, topic_scope = lines[1].partition(DASH)
+    topic_label, _, topic_scope = (decode_cell(part) for part in lines[1].partition(DASH))
     if not topic_label.strip():
         raise fail(2, "expected '<Topic label> — <scope note>'")
     count_match = COUNT_RE.match(lines[2].strip())
@@ -870,9 +870,11 @@ def render_page(
     ``topic_count`` is the number of practices the page declares ("42 of 449"); without one, the
     number of rows."""
     rows = sorted(rows, key=lambda r: _id_key(r.id))
-    head = f"{topic_label}{DASH}{topic_scope}" if topic_scope else topic_label
+    # The header lines are written as cells are: a line break in a title or a scope would otherwise
+    # start lines of its own (a heading, a table row, a link definition) that no record states.
+    head = f"{escape_cell(topic_label)}{DASH}{escape_cell(topic_scope)}" if topic_scope else escape_cell(topic_label)
     lines = [
-        f"{scheme_title}{DASH}{scheme_description}",
+        f"{escape_cell(scheme_title)}{DASH}{escape_cell(scheme_description)}",
         head,
         f"{len(rows) if topic_count is None else topic_count} of {registry_size} SOTA documents. "
         "Back to the full index.",
@@ -919,6 +921,9 @@ def topic_page_name(slug: str) -> str:
     return f"{slug}.md"
 
 
+_LINK_TEXT_SPECIALS = re.compile(r"[\\\[\]]")
+
+
 def render_full_index(
     scheme_title: str, scheme_description: str, registry_size: int, topics: Iterable[TopicRow]
 ) -> str:
@@ -934,13 +939,14 @@ def render_full_index(
     rows = sorted(topics, key=lambda t: t.slug)
     filed = sum(t.count for t in rows)
     lines = [
-        f"{scheme_title}{DASH}{scheme_description}",
+        f"{escape_cell(scheme_title)}{DASH}{escape_cell(scheme_description)}",
         f"{filed} of {registry_size} SOTA documents in {len(rows)} topic{'s' if len(rows) != 1 else ''}.",
         FULL_INDEX_HEADER,
         FULL_INDEX_RULE,
     ]
     for topic in rows:
-        label = escape_cell(topic.label).replace("[", "\\[").replace("]", "\\]")
+        # every backslash and bracket escaped: a label's own "\\]" must not close the link text
+        label = escape_cell(_LINK_TEXT_SPECIALS.sub(r"\\\g<0>", topic.label))
         link = f"[{label}]({topic_page_name(topic.slug)})"
         lines.append(f"| {link} | {escape_cell(topic.scope)} | {topic.count} |")
     return "\n".join(lines)
