@@ -61,7 +61,7 @@ TESTS = {
         "tests/test_layout.py",
         "tests/test_store_kills.py",
     ],
-    "src/sotakg/server/guard.py": ["tests/test_guard.py"],
+    "src/sotakg/server/guard.py": ["tests/test_guard.py", "tests/test_guard_kills.py"],
     "src/sotakg/graph/delta.py": ["tests/test_diff.py"],
     "src/sotakg/graph/open.py": ["tests/test_build.py", "tests/test_incremental.py", "tests/test_open_kills.py"],
     "src/sotakg/graph/vocab.py": ["tests/test_ontology.py", "tests/test_records.py", "tests/test_rdf_kills.py"],

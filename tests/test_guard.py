@@ -1172,6 +1172,12 @@ def test_a_chain_as_long_as_the_check_lets_by_leaves_the_engine_standing(built_s
         assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
 
 
+def _unlabelled(body: bytes) -> bytes:
+    """``body`` without its blank nodes' labels (``_:df3e…``, ``rdf:nodeID="df3e…"``): random hex, which
+    now and then holds "666" or "aaaa" by chance."""
+    return re.sub(rb'(?<=_:)[0-9A-Za-z]+|(?<=nodeID=")[0-9A-Za-z]+', b"", body)
+
+
 @pytest.mark.parametrize("host", ["x.example:8080", "evil> <x", "", "[::1]:1", "a" * 400])
 def test_the_service_description_in_turtle_is_federation_free_whatever_the_host(built_store, host):
     # The description's <> is read against the request's Host only where that is a plain authority;
@@ -1187,7 +1193,7 @@ def test_the_service_description_in_turtle_is_federation_free_whatever_the_host(
     if host == "x.example:8080":
         assert b"<http://x.example:8080/query>" in body
     else:
-        assert b"evil" not in body and b"aaaa" not in body
+        assert b"evil" not in body and b"aaaa" not in _unlabelled(body)
 
 
 @pytest.mark.parametrize(
@@ -1209,7 +1215,7 @@ def test_a_client_cannot_set_the_endpoint_the_description_names(built_store, cla
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), head[:80]
     assert b"http://x.example:8080/query" in body
-    assert b"evil" not in body and b"666" not in body
+    assert b"evil" not in body and b"666" not in _unlabelled(body)
     assert b"127.0.0.1" not in body  # nor the engine's private address
 
 
@@ -1306,7 +1312,7 @@ def test_a_request_target_in_absolute_form_names_the_guard_not_the_clients_url(b
     head, _, body = described.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), head[:80]
     assert b"#endpoint> <http://x.example:8080/query> ." in body
-    assert b"evil" not in body and b"666" not in body
+    assert b"evil" not in body and b"666" not in _unlabelled(body)
     assert asked.startswith(b"HTTP/1.1 200 ") and asked.endswith(b'{"head":{},"boolean":true}')
     assert refused.startswith(b"HTTP/1.1 400 ") and b"SERVICE" in refused
 
