@@ -835,28 +835,6 @@ def test_what_waits_goes_out_as_the_client_takes_it():
     assert bytes(received) == first + b"b" * 10
 
 
-class Link:
-    """An engine link (``GuardSettings.engine``) over a stand-in engine: generation 7, and a record of
-    what the guard asks of it."""
-
-    def __init__(self, port: int | None, stopped: bool = False):
-        self.port, self.stopped = port, stopped
-        self.stops: list[tuple[int, str]] = []
-        self.asked: list[tuple[int, float]] = []
-        self.waits: list[float] = []
-
-    def address(self, wait: float):
-        self.waits.append(wait)
-        return None if self.port is None else ("127.0.0.1", self.port, 7)
-
-    def stop_runaway(self, generation: int, reason: str) -> None:
-        self.stops.append((generation, reason))
-
-    def has_stopped(self, generation: int, wait: float) -> bool:
-        self.asked.append((generation, wait))
-        return self.stopped
-
-
 def ok(body: bytes, *fields: bytes, status: bytes = b"200 OK") -> bytes:
     return (
         b"HTTP/1.1 "
