@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -889,23 +889,37 @@ def test_an_answer_has_one_server_and_one_date_and_a_small_one_its_length(built_
     assert b"Transfer-Encoding: chunked" in big_head and big_body.endswith(b"\r\n0\r\n\r\n")
 
 
+def requests_on(connection: socket.socket) -> Iterator[tuple[bytes, bytes]]:
+    """Each request a stand-in engine gets on ``connection``: its head (without the empty line) and
+    its body (by Content-Length), until the connection ends."""
+    pending = b""
+    while True:
+        while b"\r\n\r\n" not in pending:
+            data = connection.recv(65536)
+            if not data:
+                return
+            pending += data
+        head, _, pending = pending.partition(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length: *([0-9]+)\r?$", head)
+        size = int(length.group(1)) if length else 0
+        while len(pending) < size:
+            data = connection.recv(65536)
+            if not data:
+                return
+            pending += data
+        yield head, pending[:size]
+        pending = pending[size:]
+
+
 def _recording_engine(heads: list[bytes]) -> Callable[[socket.socket], None]:
     """A stand-in engine that answers every request `{}` (by length or chunked, in turn) and records
     the head of each request it gets in ``heads``."""
 
     def answer(connection: socket.socket) -> None:
         connection.settimeout(5)
-        pending, answered = b"", 0
-        while True:
-            while b"\r\n\r\n" not in pending:
-                data = connection.recv(65536)
-                if not data:
-                    return
-                pending += data
-            head, _, pending = pending.partition(b"\r\n\r\n")
+        answered = 0
+        for head, _body in requests_on(connection):
             heads.append(head)
-            length = re.search(rb"(?im)^content-length: *([0-9]+)\r?$", head)
-            pending = pending[int(length.group(1)) :] if length else pending
             answered += 1
             connection.sendall(
                 b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"

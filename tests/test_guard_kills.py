@@ -35,7 +35,7 @@ from sotakg.server.guard import (
 from sotakg.server.wire import Headers
 
 from .conftest import stand_in_server
-from .test_guard import raw_request
+from .test_guard import raw_request, requests_on
 
 SERVICE = "SELECT * WHERE { SERVICE <http://x/> { ?s ?p ?o } }"
 SERVICE_REFUSED = Refusal(
@@ -589,22 +589,7 @@ class Engine:
 
     def __call__(self, connection: socket.socket) -> None:
         connection.settimeout(10)
-        pending = b""
-        while True:
-            while b"\r\n\r\n" not in pending:
-                data = connection.recv(65536)
-                if not data:
-                    return
-                pending += data
-            head, _, pending = pending.partition(b"\r\n\r\n")
-            length = re.search(rb"(?im)^content-length: *([0-9]+)\r?$", head)
-            size = int(length.group(1)) if length else 0
-            while len(pending) < size:
-                data = connection.recv(65536)
-                if not data:
-                    return
-                pending += data
-            body, pending = pending[:size], pending[size:]
+        for head, body in requests_on(connection):
             self.requests.append((head, body))
             answer = self.reply(head, body)
             if answer is None:
