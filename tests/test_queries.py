@@ -178,6 +178,41 @@ def test_history_of_a_practice_and_of_an_adr(backend):
     assert rows(backend, "history", id="SOTA-999") == []
 
 
+def test_history_of_an_adr_walks_the_whole_chain_whichever_way_each_link_is_stated():
+    """Three ADRs, the first link stated only as ``isReplacedBy``, the second both ways: each member's
+    history is the same three rows, once each, in chain order; an unlinked ADR is its own chain."""
+    from pyoxigraph import Literal, NamedNode, Quad, Store
+
+    def node(local: str) -> NamedNode:
+        return NamedNode(f"https://w3id.org/sotakg/{local}")
+
+    dcterms, rdf_type = "http://purl.org/dc/terms/", NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
+    store = Store()
+    for adr in ("ADR-001", "ADR-002", "ADR-003", "ADR-004"):
+        store.add(Quad(node(f"id/{adr}"), rdf_type, node("ontology#ADR")))
+    store.add(Quad(node("id/ADR-001"), NamedNode(dcterms + "isReplacedBy"), node("id/ADR-002")))
+    store.add(Quad(node("id/ADR-003"), NamedNode(dcterms + "replaces"), node("id/ADR-002")))
+    store.add(Quad(node("id/ADR-002"), NamedNode(dcterms + "isReplacedBy"), node("id/ADR-003")))
+    store.add(Quad(node("id/ADR-001"), node("ontology#status"), node("status/superseded")))
+    pref_label = NamedNode("http://www.w3.org/2004/02/skos/core#prefLabel")
+    store.add(Quad(node("status/superseded"), pref_label, Literal("Superseded")))
+    query = find_canned("history")
+
+    def history(adr: str) -> list[tuple[str, ...]]:
+        answer = store.query(query.text, substitutions=dict(bind_parameters(query, {"id": adr})))
+        return [
+            tuple("" if row[v] is None else row[v].value.rsplit("/", 1)[-1] for v in answer.variables) for row in answer
+        ]
+
+    for adr in ("ADR-001", "ADR-002", "ADR-003"):
+        assert history(adr) == [
+            (adr, "1", "ADR-001", "", "Superseded"),
+            (adr, "2", "ADR-002", "ADR-001", ""),
+            (adr, "3", "ADR-003", "ADR-002", ""),
+        ]
+    assert history("ADR-004") == [("ADR-004", "1", "ADR-004", "", "")]
+
+
 def test_status_by_topic(backend):
     assert rows(backend, "status-by-topic") == [
         ("distributed-optimization", "Distributed optimization", "Active", "28"),

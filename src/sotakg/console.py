@@ -272,9 +272,12 @@ SELECT ?id ?title WHERE {
   VALUES ?kind { sota:Practice sota:Paper sota:ADR }
   ?record a ?kind ; dcterms:identifier ?id .
   OPTIONAL { ?record dcterms:title ?named }
-  OPTIONAL { ?record sota:authors ?authors ; sota:year ?year }
+  OPTIONAL {
+    ?record sota:authors ?authors ; sota:year ?year .
+    BIND(CONCAT(?authors, " (", STR(?year), ")") AS ?byline)
+  }
   OPTIONAL { ?record sota:summary ?summary }
-  BIND(COALESCE(?named, CONCAT(?authors, " (", STR(?year), ")"), ?summary, "") AS ?title)
+  BIND(COALESCE(?named, ?byline, ?summary, "") AS ?title)
 }
 """
 
