@@ -703,6 +703,25 @@ def test_publish_since_falls_back_when_the_server_has_no_graph(runner, tmp_path,
         assert count(server, GRAPH) == SHIPPED_TRIPLES
 
 
+def test_publish_since_falls_back_with_the_options_given(runner, tmp_path, monkeypatch) -> None:
+    """The full publish a --since falls back to swaps at the --update-endpoint given, not the one it
+    would guess, and honours --no-swap."""
+    isolate_git(monkeypatch)
+    monkeypatch.chdir(new_repository(tmp_path / "repo"))
+    with oxigraph(tmp_path / "db") as server:
+        elsewhere = f"http://127.0.0.1:{closed_port()}/update"
+        args = ["publish", "--endpoint", f"{server}/store", "--graph", GRAPH, "--since", "main"]
+        swapped = runner.invoke(cli, [*args, "--update-endpoint", elsewhere], env=NO_CREDENTIALS)
+        assert swapped.exit_code == 1
+        assert f"connection refused by {elsewhere.split('/')[2]}" in swapped.output
+        assert count(server, GRAPH) == 0
+        put = runner.invoke(cli, [*args, "--no-swap"], env=NO_CREDENTIALS)
+        assert put.exit_code == 0, put.output
+        assert put.stdout.startswith("The server's graph is not BASE's (it has no such graph)")
+        assert ", in one PUT " in put.stdout
+        assert count(server, GRAPH) == SHIPPED_TRIPLES
+
+
 def test_publish_since_needs_an_update_endpoint_it_can_tell(runner, tmp_path, monkeypatch) -> None:
     isolate_git(monkeypatch)
     monkeypatch.chdir(new_repository(tmp_path / "repo"))

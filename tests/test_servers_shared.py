@@ -296,6 +296,50 @@ def test_readers_see_the_old_graph_or_the_new_one_never_half(runner, built_store
     assert set(seen) <= sizes, sorted(set(seen) - sizes)
 
 
+def year_on(target: Target, graph: str, record: str) -> list[str]:
+    """The years the server holds for ``record`` in ``graph``, as their values (not lexical forms)."""
+    query = urllib.parse.quote(
+        "SELECT ?year WHERE { GRAPH <" + graph + "> { "
+        f"<https://w3id.org/sotakg/id/{record}> <https://w3id.org/sotakg/ontology#year> ?year }} }}"
+    )
+    request = urllib.request.Request(
+        f"{target.query}?query={query}", headers={"Accept": "application/sparql-results+json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return [row["year"]["value"] for row in json.load(answer)["results"]["bindings"]]
+
+
+def test_publish_since_sends_the_change_whatever_form_the_server_writes_a_value_in(
+    runner, published, data_copy, tmp_path
+):
+    """Virtuoso writes the year -5 back as "-005", not as sent ("-0005"): the server still holds BASE's
+    graph, so only the change goes, and the change replaces that year."""
+    import shutil as files
+
+    from .gitrepo import set_fields
+
+    target = "https://example.org/graphs/sotakg-since"
+    set_fields(data_copy / "papers" / "LIT-051.yaml", year="-5")
+    base = tmp_path / "base"
+    files.copytree(data_copy, base)
+    head = (data_copy, tmp_path / "store")
+    args = ["publish", "--endpoint", published.store, "--graph", target]
+    first = run(runner, (base, tmp_path / "base-store"), *args, env=published.env())
+    assert first.exit_code == 0, first.output
+    assert len(year_on(published, target, "LIT-051")) == 1
+
+    set_fields(data_copy / "papers" / "LIT-051.yaml", year="-6", authors="Someone Else")
+    since = run(runner, head, *args, "--since", str(base), env=published.env())
+    assert since.exit_code == 0, since.output
+    assert since.stdout.startswith(f"Updated the graph <{target}> at {published.update}: 2 triples inserted, 2 deleted")
+    assert [int(year) for year in year_on(published, target, "LIT-051")] == [-6]
+    full = run(runner, head, *args, "--graph", target + "-full", env=published.env())
+    assert count(published, target) == count(published, target + "-full") == int(full.stdout.split()[1])
+
+    again = run(runner, head, *args, "--since", str(data_copy), env=published.env())
+    assert again.stdout.endswith("already holds this graph; nothing sent.\n"), again.output
+
+
 def test_the_default_graph(runner, built_store, published):
     result = run(runner, built_store, "publish", "--endpoint", published.store, env=published.env())
     if published.name == "virtuoso":

@@ -1051,15 +1051,16 @@ def publish_command(
 
     limit = parse_size(max_bytes)
     warn_cleartext(endpoint)
-    if since is not None:
-        from .server.publish_since import publish_since
-
-        changed = publish_since(
-            ctx.obj["data"], ctx.obj["store"], endpoint, since, graph, update_endpoint, timeout, limit
-        )
-        click.echo(changed.describe())
-        return
     with _upload_progress() as progress:
+        if since is not None:
+            from .server.publish_since import publish_since
+
+            changed = publish_since(
+                ctx.obj["data"], ctx.obj["store"], endpoint, since, graph, update_endpoint, timeout, limit,
+                swap=swap, progress=progress,
+            )  # fmt: skip
+            click.echo(changed.describe())
+            return
         report = publish(
             ctx.obj["data"],
             ctx.obj["store"],
