@@ -209,6 +209,33 @@ def test_the_header_lines_hold_any_title_and_scope_on_their_own_lines(label, sco
     assert [record["id"] for kind, record in parsed.records if kind == "practice"] == ["SOTA-001"]
 
 
+BLOCK_STARTS = st.sampled_from(
+    ["# ", "###### ", "<!-- ", "<div>", "<script>", "> ", "- ", "+ ", "* ", "1. ", "7) ", "---", "===", "***", "___",
+     "```", "~~~", "[x]: https://evil.example", "| a | b |", "    ", "\t", "&#35; ", "&amp;#60;", "2024 "]
+)  # fmt: skip
+
+
+@given(BLOCK_STARTS, awkward.filter(lambda text: DASH not in text), BLOCK_STARTS, BLOCK_STARTS)
+@settings(max_examples=200, deadline=None)
+def test_a_header_line_starting_like_a_markdown_block_stays_the_page_s_first_paragraph(start, rest, label, full):
+    """Rendered by a CommonMark reader with tables, the three header lines are one paragraph (no
+    heading, comment, list, rule or code) before the table, whatever the title and the label start
+    with, and the page reads back; so does the full index's first line."""
+    from markdown_it import MarkdownIt
+
+    markdown = MarkdownIt("commonmark").enable("table")
+    row = PracticeRow("SOTA-001", 1, "A title", "A summary.", "Active", "")
+    title, label = start + rest, label + "Topic"
+    page = render_page(title, "The scheme.", label, "its scope.", 10, [row])
+    kinds = [token.type for token in markdown.parse(page)]
+    assert kinds[:4] == ["paragraph_open", "inline", "paragraph_close", "table_open"], (page, kinds)
+    assert kinds.count("tr_open") == 2  # the head and the one row
+    parsed = parse_page(page)
+    assert (parsed.scheme_title, parsed.topic_label) == (title.strip(), label.strip())
+    index = render_full_index(full + "Topics", "The scheme.", 10, [TopicRow("t", "T", "s", 1)])
+    assert [token.type for token in markdown.parse(index)][:4] == kinds[:4]
+
+
 def test_a_topic_label_cannot_end_its_link_in_the_full_index():
     page = render_full_index("Topics", "The scheme.", 10, [TopicRow("t", "Label\\](https://evil.example) \\[", "s", 1)])
     assert page.splitlines()[-1] == "| [Label\\\\\\](https://evil.example) \\\\\\[](t.md) | s | 1 |"

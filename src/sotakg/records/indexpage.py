@@ -264,12 +264,28 @@ def _edges(raw: str) -> tuple[int, int]:
     return lead, max(trail, lead)
 
 
-def _is_read(char: str | None, leading: bool, trailing: bool) -> bool:
+#: The characters that can start a Markdown block other than a paragraph, or turn the line before
+#: into a heading (a heading ``#``, a quote ``>``, HTML ``<``, a list or a rule ``- + * _``, a setext
+#: underline ``=``, a fence ``` ` ~ ```, a link definition ``[``, a table ``|``), and the digits of an
+#: ordered list's marker. A header line starting with one has it written as a reference.
+_BLOCK_STARTERS = frozenset("#><-+*_=`~[|0123456789")
+_ORDERED_MARKER_RE = re.compile(r"[0-9]{1,9}[.)](?:[ \t]|$)", re.ASCII)
+
+
+def _starts_a_block(text: str) -> bool:
+    """Whether ``text`` at the start of a line could start a block other than a paragraph."""
+    if not text or text[0] not in _BLOCK_STARTERS:
+        return False
+    return not text[0].isdigit() or _ORDERED_MARKER_RE.match(text) is not None
+
+
+def _is_read(char: str | None, leading: bool, trailing: bool, line_start: bool = False) -> bool:
     """Whether the writer makes a reference to ``char`` there: a line break anywhere, whitespace at
-    either edge of the cell."""
+    either edge of the cell, and at the start of a header line a character that could start a block."""
     if char is None:
         return False
-    return char in LINE_BREAKS or (char in _BLANKS and (leading or trailing))
+    at_edge = char in _BLANKS and (leading or trailing)
+    return char in LINE_BREAKS or at_edge or (line_start and char in _BLOCK_STARTERS)
 
 
 def _after_amps(text: str, index: int) -> tuple[str | None, int]:
@@ -284,10 +300,11 @@ def _after_amps(text: str, index: int) -> tuple[str | None, int]:
     return _referenced(body[1]), body.end()
 
 
-def decode_cell(raw: str) -> str:
+def decode_cell(raw: str, line_start: bool = False) -> str:
     """A stripped cell's text: ``\\|`` and the backslash pairs before it, the references the
-    writer makes (line breaks, whitespace at the edges), and ``&amp;`` where it stands before one
-    of those (or before another such ``&amp;``). The rest is text as written."""
+    writer makes (line breaks, whitespace at the edges, with ``line_start`` a block's first character
+    at the start), and ``&amp;`` where it stands before one of those (or before another such
+    ``&amp;``). The rest is text as written."""
     lead, trail = _edges(raw)
     out: list[str] = []
     index = 0
@@ -306,14 +323,14 @@ def decode_cell(raw: str) -> str:
             found = _CHAR_REF_RE.match(raw, index)
             if found:
                 referenced = _referenced(found[1])
-                if _is_read(referenced, index < lead, index >= trail):
+                if _is_read(referenced, index < lead, index >= trail, line_start and index == 0):
                     out.append(referenced or "")
                     index = found.end()
                     continue
             elif raw.startswith(_AMP, index):
                 # "&amp;" stands for "&" where the "&" alone would start a reference that is read
                 referenced, end = _after_amps(raw, index + len(_AMP) - 1)
-                if _is_read(referenced, index == lead, end >= trail):
+                if _is_read(referenced, index == lead, end >= trail, line_start and index == 0):
                     out.append("&")
                     index += len(_AMP)
                     continue
@@ -322,19 +339,22 @@ def decode_cell(raw: str) -> str:
     return "".join(out)
 
 
-def escape_cell(text: str) -> str:
+def escape_cell(text: str, line_start: bool = False) -> str:
     """``text`` written so that ``split_cells`` reads it back exactly: ``\\|`` for a pipe (and a
     run of backslashes before a pipe doubled), a character reference (``&#10;``) for a line break
     and for whitespace at either end of the cell (which a reader strips), and ``&amp;`` for an ``&``
-    only where the reader would otherwise take what follows for such a reference. Nothing else is
-    touched; Markdown renders all of these as the text."""
+    only where the reader would otherwise take what follows for such a reference. With
+    ``line_start`` (the text starts a header line, ``decode_cell`` reads it with the same flag), a
+    first character that could start a block other than a paragraph is a reference too. Nothing
+    else is touched; Markdown renders all of these as the text."""
     lead = len(text) - len(text.lstrip(_BLANKS))
+    block = line_start and _starts_a_block(text)
     trail_start = len(text.rstrip(_BLANKS)) if text.strip(_BLANKS) else len(text)
     out: list[str] = []
     index = 0
     while index < len(text):
         char = text[index]
-        if index < lead or index >= trail_start or char in LINE_BREAKS:
+        if index < lead or index >= trail_start or char in LINE_BREAKS or (block and index == 0):
             out.append(f"&#{ord(char)};")
         elif char == "\\":
             run_end = _backslashes_end(text, index)
@@ -344,7 +364,7 @@ def escape_cell(text: str) -> str:
             continue
         elif char == "|":
             out.append("\\|")
-        elif char == "&" and _amp_is_read(text, index, lead, trail_start):
+        elif char == "&" and _amp_is_read(text, index, lead, trail_start, line_start):
             out.append(_AMP)
         else:
             out.append(char)
@@ -352,12 +372,13 @@ def escape_cell(text: str) -> str:
     return "".join(out)
 
 
-def _amp_is_read(text: str, index: int, lead: int, trail_start: int) -> bool:
+def _amp_is_read(text: str, index: int, lead: int, trail_start: int, line_start: bool = False) -> bool:
     """Whether an ``&`` at ``text[index]``, written as it is, would start what the reader decodes:
     ``&#N;`` of a line break, ``&#N;`` of whitespace just after the leading whitespace or just
-    before the trailing whitespace, or ``&amp;`` (amp;)* before one of those."""
+    before the trailing whitespace, at the start of a header line ``&#N;`` of a block's first
+    character, or ``&amp;`` (amp;)* before one of those."""
     referenced, end = _after_amps(text, index)
-    return _is_read(referenced, index == lead, end == trail_start)
+    return _is_read(referenced, index == lead, end == trail_start, line_start and index == 0)
 
 
 def _ids_in_order(text: str, pattern: re.Pattern[str] = RECORD_ID_RE) -> list[str]:
@@ -376,10 +397,12 @@ def parse_page(text: str, source: str = "<page>", file_slug: str | None = None) 
 
     if len(lines) < 5:
         raise fail(len(lines) or 1, "too short for an index page (three header lines, then the table)")
-    scheme_title, _, scheme_description = (decode_cell(part) for part in lines[0].partition(DASH))
+    title_part, _, description_part = lines[0].partition(DASH)
+    scheme_title, scheme_description = decode_cell(title_part, line_start=True), decode_cell(description_part)
     if not scheme_description:
         raise fail(1, f"expected 'Topics — <description of the topic scheme>', got {lines[0][:60]!r}")
-    topic_label, _, topic_scope = (decode_cell(part) for part in lines[1].partition(DASH))
+    label_part, _, scope_part = lines[1].partition(DASH)
+    topic_label, topic_scope = decode_cell(label_part, line_start=True), decode_cell(scope_part)
     if not topic_label.strip():
         raise fail(2, "expected '<Topic label> — <scope note>'")
     count_match = COUNT_RE.match(lines[2].strip())
@@ -872,9 +895,12 @@ def render_page(
     rows = sorted(rows, key=lambda r: _id_key(r.id))
     # The header lines are written as cells are: a line break in a title or a scope would otherwise
     # start lines of its own (a heading, a table row, a link definition) that no record states.
-    head = f"{escape_cell(topic_label)}{DASH}{escape_cell(topic_scope)}" if topic_scope else escape_cell(topic_label)
+    # Their first characters too: "# x" or "<!--" would start a heading or a comment, "===" under the
+    # first line make it a heading.
+    label = escape_cell(topic_label, line_start=True)
+    head = f"{label}{DASH}{escape_cell(topic_scope)}" if topic_scope else label
     lines = [
-        f"{escape_cell(scheme_title)}{DASH}{escape_cell(scheme_description)}",
+        f"{escape_cell(scheme_title, line_start=True)}{DASH}{escape_cell(scheme_description)}",
         head,
         f"{len(rows) if topic_count is None else topic_count} of {registry_size} SOTA documents. "
         "Back to the full index.",
@@ -939,7 +965,7 @@ def render_full_index(
     rows = sorted(topics, key=lambda t: t.slug)
     filed = sum(t.count for t in rows)
     lines = [
-        f"{escape_cell(scheme_title)}{DASH}{escape_cell(scheme_description)}",
+        f"{escape_cell(scheme_title, line_start=True)}{DASH}{escape_cell(scheme_description)}",
         f"{filed} of {registry_size} SOTA documents in {len(rows)} topic{'s' if len(rows) != 1 else ''}.",
         FULL_INDEX_HEADER,
         FULL_INDEX_RULE,
