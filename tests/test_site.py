@@ -175,6 +175,27 @@ def test_a_record_cannot_take_another_page_of_the_site(runner, workdir, record_i
     assert not (workdir / "site").exists()
 
 
+@pytest.mark.parametrize("topic_id", ["Evil_Topic", "v1.2", "A", "x" * 128])
+def test_any_topic_id_the_records_accept_gets_its_page_and_diagram(runner, workdir, topic_id):
+    """The topic view's parameter takes every identifier a record may have: a topic that builds and
+    validates is not refused by the site (once with an error about a parameter nobody gave)."""
+    from sotakg.records.schema import IDENTIFIER_RE
+    from sotakg.views.named import find_view
+
+    assert find_view("topic").params[0].pattern == f"^{IDENTIFIER_RE.pattern}$"
+    (workdir / "data" / "topics" / f"{topic_id}.yaml").write_text(
+        f"id: {topic_id}\nlabel: Another topic\nscope: what else.\n", encoding="utf-8"
+    )
+    practice = workdir / "data" / "practices" / "SOTA-017.yaml"
+    practice.write_text(
+        practice.read_text(encoding="utf-8").replace("topic: distributed-optimization", f"topic: {topic_id}")
+    )
+    result = runner.invoke(cli, ["export", "site", "--mermaid", "site"])
+    assert result.exit_code == 0, result.output
+    page = (workdir / "site" / f"topic-{topic_id}.html").read_text(encoding="utf-8")
+    assert "Another topic" in page and "SOTA-017" in page
+
+
 @pytest.mark.parametrize(
     "command", [["export", "site", "--mermaid", "site"], ["export", "index", "--all", "-o", "site"]]
 )
