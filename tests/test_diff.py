@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import urllib.parse
 import urllib.request
@@ -152,6 +153,31 @@ def test_markdown_has_a_summary_line_and_a_table_per_kind_linking_the_files(runn
     assert "| [LIT-083](https://x.test/b/data/papers/LIT-083.yaml) | year | year: 2022 -> 2023 |" in lines
 
 
+def test_an_edit_past_the_cut_is_in_view_and_a_whitespace_edit_is_named() -> None:
+    from sotakg.views.diff import CELL_CHARS, Change, describe
+
+    shared = "word " * 60  # 300 characters the two sides share
+    shown = describe(Change("practice", "SOTA-001", "summary", shared + "before the end.", shared + "after the end."))
+    was, now = shown.removeprefix("summary: ").split(" -> ")
+    assert was != now
+    assert was.startswith("…") and was.endswith("before the end.") and now.endswith("after the end.")
+    assert len(was) <= CELL_CHARS and len(now) <= CELL_CHARS
+    # a difference inside the cut needs no window
+    assert describe(Change("paper", "LIT-001", "title", "A b", "A c")) == "title: A b -> A c"
+    assert describe(Change("paper", "LIT-001", "title", "A  b", "A b")) == "title: only whitespace changed"
+
+
+def test_an_added_record_shows_its_claim_and_its_reason() -> None:
+    from sotakg.views.diff import Change, describe
+
+    fields = {"title": "T", "status": "Rejected", "summary": "Do x.", "reason": "folded into SOTA-002", "cites": []}
+    assert describe(Change("practice", "SOTA-001", "added", None, fields)) == (
+        'new practice "T" (Rejected) cites nothing; summary: Do x.; reason: folded into SOTA-002'
+    )
+    topic = {"label": "L", "scope": "what it holds."}
+    assert describe(Change("topic", "t", "added", None, topic)) == 'new topic "L"; scope: what it holds.'
+
+
 def test_markdown_cells_cannot_break_the_table(tmp_path: Path, runner, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     old, new = Path("old"), Path("new")
@@ -195,7 +221,7 @@ def test_markdown_escapes_every_value_and_encodes_links(runner, tmp_path: Path, 
     assert len(lines) == 7
     assert lines[-1] == (
         "| [SOTA-777](https://x.test/%28b%29/data/practices/SOTA-777.yaml) | added | new practice "
-        '"\\!\\[img\\]\\(http://evil/x.png\\) \\[click\\]\\(http://evil\\) \\*b\\* &lt;b>&amp;amp; '
+        '"\\!\\[img\\]\\(http:&#8203;//evil/x.png\\) \\[click\\]\\(http:&#8203;//evil\\) \\*b\\* &lt;b>&amp;amp; '
         '\\`x\\` \\~\\~s\\~\\~ \\| \\$m\\$" \\(Proposed\\) cites nothing |'
     )
 
@@ -216,6 +242,9 @@ def test_a_hostile_file_name_is_shown_with_its_control_characters_escaped(runner
 COMMONMARK = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 MARKDOWN_TRAPS = ["![i](http://e/x.png)", "[c](http://e)", "<http://e>", "<b>x</b>", "&lt;", "&#x41;", "`c`"]
 MARKDOWN_TRAPS += ["*e* _e_ ~~s~~", "a | b", "\\|", "x\\", "$m$", "\x1b[2J", "a\nb", "[x]: http://e", "  "]
+MARKDOWN_TRAPS += ["@octocat", "cc @org/team", "a@b.example", "fixes #1", "o/r#12", "GH-7", "www.e.example", "ftp://e"]
+#: What GitHub makes a mention, an issue link or a link of, in a comment's text.
+GITHUB_AUTOLINKS = re.compile(r"@[A-Za-z0-9_-]|#[0-9]|GH-[0-9]|://|www\.", re.IGNORECASE)
 
 
 @settings(max_examples=300, deadline=None)
@@ -225,7 +254,10 @@ def test_markdown_cell_text_renders_as_the_text_itself(text: str) -> None:
     assert [t.type for t in tokens][:2] == ["table_open", "thead_open"]
     cell = [t for t in tokens if t.type == "inline"][1]
     assert [child.type for child in cell.children or []] in ([], ["text"])
-    assert "".join(child.content for child in cell.children or []).strip() == printable(text).strip()
+    shown = "".join(child.content for child in cell.children or [])
+    # the text itself, but for zero-width spaces where GitHub would make a mention or a link
+    assert shown.replace("\u200b", "").strip() == printable(text).replace("\u200b", "").strip()
+    assert not GITHUB_AUTOLINKS.search(shown)
 
 
 @settings(max_examples=300, deadline=None)

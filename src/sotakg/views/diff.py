@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -192,6 +193,27 @@ def _cut(text: str) -> str:
     return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
 
 
+#: How much of what two values share is shown before the place they first differ, when that place is
+#: past what a cut value shows.
+_CONTEXT = 40
+
+
+def _changed_values(before: Any, after: Any) -> tuple[str, str] | None:
+    """Two texts as shown side by side: cut so that where they first differ is in view (from a little
+    before it, after an ellipsis, when that is past the cut), or None when only whitespace changed
+    (the shown forms, whitespace collapsed, are the same)."""
+    if not isinstance(before, str) or not isinstance(after, str):
+        return _value(before), _value(after)
+    was, now = " ".join(before.split()), " ".join(after.split())
+    if was == now:
+        return None
+    common = len(os.path.commonprefix([was, now]))
+    if common < CELL_CHARS - _CONTEXT:
+        return _cut(was), _cut(now)
+    start = common - _CONTEXT
+    return _cut("…" + was[start:]), _cut("…" + now[start:])
+
+
 def _value(value: Any) -> str:
     if value is None:
         return "(none)"
@@ -220,7 +242,9 @@ def describe(change: Change) -> str:
         if change.kind == "practice":
             cites = fields.get("cites") or []
             words.append(f"cites {', '.join(cites)}" if cites else "cites nothing")
-        return " ".join(words)
+        # what a reviewer needs to judge a new record: its claim, and why it was rejected
+        said = [f"{name}: {_cut(str(fields[name]))}" for name in ("summary", "reason", "scope") if fields.get(name)]
+        return "; ".join([" ".join(words), *said])
     if change.change == "removed":
         fields = change.before or {}
         title = fields.get("title") or fields.get("label")
@@ -239,7 +263,10 @@ def describe(change: Change) -> str:
     spec = KINDS[change.kind].field(change.change)
     if spec is not None and spec.type == "ids":
         return f"{change.change.replace('_', ' ')}: {_list_change(change.before, change.after)}"
-    return f"{change.change.replace('_', ' ')}: {_value(change.before)} -> {_value(change.after)}"
+    shown = _changed_values(change.before, change.after)
+    if shown is None:
+        return f"{change.change.replace('_', ' ')}: only whitespace changed"
+    return f"{change.change.replace('_', ' ')}: {shown[0]} -> {shown[1]}"
 
 
 def _by_kind(diff: AnthologyDiff) -> list[tuple[str, list[Change]]]:
@@ -268,10 +295,20 @@ def render_text(diff: AnthologyDiff, link_base: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: What GitHub turns into a mention, an issue or pull-request link, or a link where a diff is posted as
+#: a comment (``@user``, ``a@b.example``, ``#12``, ``GH-12``, ``https://…``, ``www.…``): a zero-width
+#: space after its first character keeps a record's text from pinging people or linking anywhere, as
+#: bots that post release notes do (``@&#8203;user``).
+_AUTOLINKED = re.compile(r"(@)(?=[A-Za-z0-9_-])|(#)(?=[0-9])|(GH)(?=-[0-9])|(:)(?=//)|(www)(?=\.)", re.IGNORECASE)
+_ZERO_WIDTH_SPACE = "&#8203;"
+
+
 def markdown_text(text: str) -> str:
-    """``text`` as Markdown that renders as exactly that text, on one line, in a table cell or not."""
+    """``text`` as Markdown that renders as exactly that text, on one line, in a table cell or not,
+    with a zero-width space where GitHub would otherwise make a mention or a link (``_AUTOLINKED``)."""
     text = _MARKDOWN_SPECIAL.sub(r"\\\1", printable(text))
-    return "".join(_HTML.get(character, character) for character in text)
+    text = "".join(_HTML.get(character, character) for character in text)
+    return _AUTOLINKED.sub(lambda match: match[0] + _ZERO_WIDTH_SPACE, text)
 
 
 def markdown_code(text: str) -> str:
