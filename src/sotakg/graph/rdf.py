@@ -46,11 +46,12 @@ def record_subject(record: Record) -> str:
 
 #: A status that can be the local name of an ontology IRI; any other text stays a literal, which
 #: the practice-status and adr-status rules then report on that record (it is never spliced into an IRI).
-STATUS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
-def _status(value: str) -> str | Lit:
-    return v.status_iri(value) if STATUS_NAME.fullmatch(value) else Lit(value)
+def _status(value: str, known: tuple[str, ...]) -> str | Lit:
+    # Only a status the ontology defines for the record's kind is its concept: any other is stated as
+    # written, never as an IRI the ontology does not define ("rejected") or another kind's ("Superseded").
+    return v.status_iri(value) if value in known else Lit(value)
 
 
 def _integer(value: int) -> Lit:
@@ -82,7 +83,7 @@ def record_statements(record: Record) -> Iterator[Statement]:
         yield from lit(v.TITLE, "title")
         yield from lit(v.SUMMARY, "summary")
         if "status" in f:
-            yield s, v.HAS_STATUS, _status(f["status"])
+            yield s, v.HAS_STATUS, _status(f["status"], v.PRACTICE_STATUSES)
         yield from lit(v.STATUS_COLUMN, "status_column")
         yield from lit(v.REJECTION_REASON, "reason")
         yield from lit(v.STATUS_NOTE, "status_note")
@@ -123,7 +124,7 @@ def record_statements(record: Record) -> Iterator[Statement]:
         yield s, v.IDENTIFIER, Lit(record.id)
         yield from lit(v.TITLE, "title")
         if "status" in f:
-            yield s, v.HAS_STATUS, _status(f["status"])
+            yield s, v.HAS_STATUS, _status(f["status"], v.ADR_STATUSES)
         yield from lit(v.SUMMARY, "summary")
         yield from refs(v.REPLACES, "supersedes")
         if "superseded_by" in f:
@@ -240,7 +241,7 @@ _FIELDS_OF_KIND: dict[str, list[tuple[str, str, str]]] = {
     "practice": [
         ("title", "text", v.TITLE),
         ("summary", "text", v.SUMMARY),
-        ("status", v.SOTA, v.HAS_STATUS),
+        ("status", "status", v.HAS_STATUS),
         ("status_column", "text", v.STATUS_COLUMN),
         ("reason", "text", v.REJECTION_REASON),
         ("status_note", "text", v.STATUS_NOTE),
@@ -260,7 +261,7 @@ _FIELDS_OF_KIND: dict[str, list[tuple[str, str, str]]] = {
     ],
     "adr": [
         ("title", "text", v.TITLE),
-        ("status", v.SOTA, v.HAS_STATUS),
+        ("status", "status", v.HAS_STATUS),
         ("summary", "text", v.SUMMARY),
         ("supersedes", "ids", v.REPLACES),
         ("superseded_by", v.ID, v.IS_REPLACED_BY),
@@ -301,6 +302,10 @@ def _record_from_props(kind: str, subject: str, props: dict[str, list[Any]]) -> 
             fields[name] = int(values[0].value)
         elif how == "ids":
             fields[name] = sorted(_local(node, v.ID) or "" for node in values)
+        elif how == "status":  # a concept of the ontology, or a status stated as written
+            status = values[0].value if isinstance(values[0], Literal) else _local(values[0], v.SOTA)
+            if status is not None:
+                fields[name] = status
         else:
             local = _local(values[0], how)
             if local is not None:
