@@ -738,6 +738,14 @@ def _unread(lits: str, summary: str) -> str:
         ),
         # names that are prose give no citation
         ("See also Narayanan et al., LIT-109.", "", [f"LIT-109 {_NAMED}"]),
+        # ... nor do prose words before a byline, capitalised as names are: they name a paper, not rest on it
+        ("Not Smith (2020), LIT-110, whose result does not replicate.", "", [f"LIT-110 {_NAMED}"]),
+        ("Unlike Jones (2019), LIT-111, we warm up briefly.", "", [f"LIT-111 {_NAMED}"]),
+        ("Contra Smith et al. (2020), LIT-112 — ARXIV-2001.00001.", "", [f"LIT-112 {_NAMED}"]),
+        ("Huang et al. (2018), LIT-114. See Smith (2020), LIT-115.", "cites: [LIT-114]\n", [f"LIT-115 {_NAMED}"]),
+        # a surname that is also an English word (De, He, An) is still a name
+        ("De Sa et al. (2017), LIT-116.", "cites: [LIT-116]\n", []),
+        ("He and An (2021), LIT-117.", "cites: [LIT-117]\n", []),
     ],
 )
 def test_only_a_byline_shaped_opening_cites_its_papers(runner, tmp_path, summary, cites, warned):
@@ -748,6 +756,27 @@ def test_only_a_byline_shaped_opening_cites_its_papers(runner, tmp_path, summary
         "topic: distributed-optimization\n"
     )
     assert _row_warnings(result.output, page, line) == [f"warning: {page}:{line}: row SOTA-986: {w}" for w in warned]
+
+
+@pytest.mark.parametrize(
+    ("authors", "stored"),
+    [("DeVries &amp; Taylor", "DeVries & Taylor"), ("Jos&eacute; Ruiz and Lee", "José Ruiz and Lee")],
+)
+def test_a_character_reference_in_a_byline_is_read_as_the_page_shows_it(runner, tmp_path, authors, stored):
+    summary = f"{authors} (2017), LIT-901 — ARXIV-1708.04552."
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {summary} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert "cites: [LIT-901]\n" in _read(data, "practices", "SOTA-986")
+    assert _read(data, "papers", "LIT-901") == f"id: LIT-901\nauthors: {stored}\nyear: 2017\narxiv: '1708.04552'\n"
+    assert _row_warnings(result.output, page, line) == []
+
+
+def test_a_byline_after_a_label_with_a_colon_is_no_citation(runner, tmp_path):
+    summary = "Retracted: Lee (2019), LIT-113 — gone."
+    page, line, data, result = _imported_with_row(runner, tmp_path, f"| SOTA-986 | T | {summary} | Proposed |")
+    assert result.exit_code == 0, result.output
+    assert "cites:" not in _read(data, "practices", "SOTA-986")
+    assert _row_warnings(result.output, page, line) == [f"warning: {page}:{line}: row SOTA-986: LIT-113 {_NAMED}"]
 
 
 def test_authors_shared_by_several_papers_each_with_its_own_are_not_assigned(runner, tmp_path):

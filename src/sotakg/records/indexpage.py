@@ -14,6 +14,7 @@ The format, line by line::
 from __future__ import annotations
 
 import bisect
+import html
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,10 +34,14 @@ ADR_RE = re.compile(r"\bADR-\d+\b", re.ASCII)
 #: A row's version is a small count; a number of thousands of digits is refused before conversion.
 MAX_VERSION_DIGITS = 6
 PRACTICE_CELL_RE = re.compile(r"^(?P<id>SOTA-[0-9]+)(?: v(?P<version>[0-9]+))?$")
+#: The text of a list of names: no parenthesis, pipe or semicolon, but for the ``;`` that ends a
+#: character reference (``DeVries &amp; Taylor``, ``Jos&eacute; Ruiz``).
+_NAMES = r"(?:[^()|;&]|&(?:#?[0-9A-Za-z]+;)?)+?"
 #: A byline: ``Huang et al. (2018), LIT-016`` (or several papers, ``LIT-1, LIT-2 and LIT-3``, with as
 #: many years). A summary may hold several, separated by ``; `` or ``. ``; each may have its locator.
 BYLINE_RE = re.compile(
-    r"(?P<authors>[^()|;]+?) \((?P<years>\d{4}[a-z]?(?:, \d{4}[a-z]?)*)\), "
+    rf"(?P<authors>{_NAMES}) "
+    r"\((?P<years>\d{4}[a-z]?(?:, \d{4}[a-z]?)*)\), "
     r"(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)",
     re.ASCII,
 )
@@ -45,7 +50,7 @@ BYLINE_SEPARATOR_RE = re.compile(r"\.?;\s+|\.\s+")
 #: the list of papers at its start, or after names (``Smith et al., LIT-100``) and an aside in
 #: parentheses (``Doe (in press), LIT-901``); the names must read as names (``_names_only``).
 OPENING_CITATION_RE = re.compile(
-    r"(?:(?P<names>[^()|;]+?)(?: \([^()]*\))?, )?(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)\b", re.ASCII
+    rf"(?:(?P<names>{_NAMES})(?: \([^()]*\))?, )?(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)\b", re.ASCII
 )
 #: A locator ends at a space or the end of the summary; the punctuation that closes a sentence or a
 #: clause just before that is not part of it (as Markdown's autolinks read it): it is cut off in code
@@ -561,12 +566,29 @@ def _particle_name(word: str) -> bool:
     return elided is not None and elided["name"][0].isupper()
 
 
+#: English words that open or join prose and are nobody's name, capitalised at a summary's start or
+#: not: "Not Smith (2020), LIT-920", "Unlike Jones (2019), LIT-701", "See Smith (2020), LIT-917",
+#: "Contra Smith et al. (2020)" name a paper without resting on it. (Words that are also surnames,
+#: such as An, He, Do, May or Will, are not here: a byline of theirs must stay one.)
+_PROSE_WORDS = frozenset(
+    """not no nor unlike like see also contra cf pace per after before following against as but or yet
+    however although though whereas while because since unless until if when whether with without from by
+    in on at to for of via versus vs thus hence so the this that these those its our their we they it is
+    are was were be been unpublished retracted disputed refuted contrary despite according extending
+    extends refuting refutes confirming confirms replicating replicates reproducing reproduces building
+    cited citing quoting only even both either neither""".split()
+)
+
+
 def _names_only(authors: str) -> bool:
     """Whether ``authors`` reads as names (``Huang et al.``, ``J. Smith and K. Lee``, ``de Vries``,
-    ``d'Ascoli et al.``, ``Łukasz Kaiser and others``), not prose before them (``See also Narayanan
-    et al.``, ``Later work by Smith``)."""
+    ``d'Ascoli et al.``, ``Łukasz Kaiser and others``, ``DeVries &amp; Taylor``), not prose before them
+    (``See also Narayanan et al.``, ``Later work by Smith``, ``Not Smith``, ``Retracted: Lee``): no word
+    of prose (``_PROSE_WORDS``), no colon."""
     words = authors.replace(",", " ").split()
     if not words or not (words[0][0].isupper() or _particle_name(words[0])):
+        return False
+    if ":" in authors or any(word.rstrip(".").lower() in _PROSE_WORDS for word in words):
         return False
     return all(not word[0].islower() or _particle_name(word) for word in words)
 
@@ -756,7 +778,8 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
         for byline in bylines:
             lits = _ids_in_order(byline["lits"], LIT_RE)
             years = [int(y[:4]) for y in byline["years"].split(", ")]
-            facts_each: dict[str, Any] = {"authors": byline["authors"].strip()}
+            # as the page shows them: "DeVries &amp; Taylor" is DeVries & Taylor
+            facts_each: dict[str, Any] = {"authors": html.unescape(byline["authors"].strip())}
             if len(lits) > 1 and len(_ET_AL_RE.findall(byline["authors"])) > 1:
                 # "Zhao et al. and Rajbhandari et al. (2022, 2020), LIT-083 and LIT-027": each its own
                 page.warnings.append(
