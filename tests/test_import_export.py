@@ -519,11 +519,12 @@ def test_a_row_version_past_the_cap_is_refused_naming_the_row(runner, tmp_path):
 
 
 def _page_with_row(tmp_path, row: str) -> tuple[Path, int]:
-    """The seed page with one more row at its end, and that row's line."""
+    """The seed page with one more row at its end (and, as the anthology writes it, no line end after the
+    last row), and that row's line."""
     page = tmp_path / "page.md"
-    text = SEED_PAGE.read_text(encoding="utf-8").rstrip("\n") + "\n" + row + "\n"
+    text = SEED_PAGE.read_text(encoding="utf-8").rstrip("\n") + "\n" + row
     page.write_text(text, encoding="utf-8")
-    return page, len(text.rstrip("\n").split("\n"))
+    return page, len(text.split("\n"))
 
 
 def _imported_with_row(runner, tmp_path, row: str):
@@ -1243,3 +1244,91 @@ def test_an_old_style_arxiv_id_is_read_exported_as_written_and_valid(runner, tmp
     assert exported.stdout_bytes == page.read_bytes().rstrip(b"\n")
     checked = runner.invoke(cli, [*options, "validate"])
     assert "LIT-901" not in checked.output, checked.output
+
+
+# ------------------------------------------------------------------ layout the export does not give back
+
+_LAYOUT = "; export index writes what the page says, not its layout"
+
+
+def _swap_rows(text: str) -> str:
+    lines = text.split("\n")
+    lines[5], lines[6] = lines[6], lines[5]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (lambda text: text + "\n", "47: export index ends the page after its last row, with no line end or blank line"),
+        (
+            lambda text: text.replace("\n", "\r\n"),
+            "1: the page ends its lines with CR LF or CR; export index writes LF",
+        ),
+        (lambda text: "\ufeff" + text, "1: the page starts with a byte-order mark, which export index does not write"),
+        (lambda text: text.replace("| SOTA-017 v2 |", "|  SOTA-017 v2  |"), "6: export index will write this line"),
+        (lambda text: text.replace("|---|---|---|---|", "| --- | --- | --- | --- |"), "5: export index will write"),
+        (_swap_rows, "6: export index will write this line as '| SOTA-"),
+        (lambda text: text.replace("42 of 449", "042 of 449"), "3: export index will write this line as '42 of 449"),
+    ],
+    ids=["final-line-end", "crlf", "bom", "padding", "rule", "row-order", "count"],
+)
+def test_a_page_whose_layout_the_export_does_not_give_back_is_imported_with_a_warning(runner, tmp_path, change, where):
+    """What the page says is imported; where its bytes differ from what export index writes, one warning
+    names the first such line (the page as the anthology publishes it gets none)."""
+    page = tmp_path / "page.md"
+    page.write_text(change(SEED_PAGE.read_text(encoding="utf-8")), encoding="utf-8", newline="")
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    layout = [line for line in result.output.splitlines() if line.endswith(_LAYOUT)]
+    assert len(layout) == 1 and layout[0].startswith(f"warning: {page}:{where}"), result.output
+    assert runner.invoke(cli, ["--data", str(tmp_path / "data"), "build"]).exit_code == 0
+    exported = runner.invoke(cli, ["--data", str(tmp_path / "data"), "export", "index", "--topic",
+                                   "distributed-optimization", "-o", str(tmp_path / "out.md")])  # fmt: skip
+    assert exported.exit_code == 0, exported.output
+    assert (tmp_path / "out.md").read_text(encoding="utf-8") == SEED_PAGE.read_text(encoding="utf-8")
+
+
+def test_the_published_page_imports_without_a_layout_warning(runner, tmp_path):
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(SEED_PAGE)])
+    assert result.exit_code == 0, result.output
+    assert _LAYOUT not in result.output
+
+
+@pytest.mark.parametrize("line", [0, 1])
+def test_blanks_at_the_end_of_a_header_line_are_layout_not_data(runner, tmp_path, line):
+    lines = SEED_PAGE.read_text(encoding="utf-8").split("\n")
+    lines[line] += "  "
+    page = tmp_path / "page.md"
+    page.write_text("\n".join(lines), encoding="utf-8")
+    data = tmp_path / "data"
+    assert runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)]).exit_code == 0
+    assert _read(data, "topics", "distributed-optimization").endswith("checkpointing.\ndeclared_size: 42\n")
+    assert "(ADR-059).'\n" in (data / "registry.yaml").read_text(encoding="utf-8")
+
+
+def test_a_one_practice_page_may_say_document(runner, tmp_path):
+    lines = SEED_PAGE.read_text(encoding="utf-8").split("\n")
+    page = tmp_path / "page.md"
+    page.write_text("\n".join([*lines[:2], "1 of 449 SOTA document. Back to the full index.", *lines[3:6]]))
+    result = runner.invoke(cli, ["--data", str(tmp_path / "data"), "import", "markdown", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "3: export index will write this line as '1 of 449 SOTA documents." in result.output
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_practice_the_page_no_longer_lists_is_named_when_it_is_imported_again(runner, tmp_path, force):
+    data = tmp_path / "data"
+    assert runner.invoke(cli, ["--data", str(data), "import", "markdown", str(SEED_PAGE)]).exit_code == 0
+    page = tmp_path / "page.md"
+    lines = SEED_PAGE.read_text(encoding="utf-8").split("\n")
+    page.write_text("\n".join(line for line in lines if not line.startswith("| SOTA-048 ")), encoding="utf-8")
+    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", *(["--force"] * force), str(page)])
+    assert result.exit_code == 0, result.output
+    assert (
+        f"warning: {page}: 1 practice(s) of the data folder filed under distributed-optimization are not on the "
+        "page: SOTA-048; they are kept, and export index lists them"
+    ) in result.output
+    assert (data / "practices" / "SOTA-048.yaml").exists()
+    again = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(SEED_PAGE)])
+    assert "not on the page" not in again.output

@@ -28,6 +28,17 @@ def test_a_status_the_page_writes_in_the_summary_cell_is_said_to_be_there(backen
     assert "status: Active\n" in render_provenance(plain, width=1000)
 
 
+def test_the_note_after_a_status_is_told_with_it(runner, data_copy, tmp_path):
+    from sotakg.query.sparql import LocalBackend
+
+    practice = data_copy / "practices" / "SOTA-047.yaml"
+    noted = practice.read_text(encoding="utf-8") + "status_note: awaits a second source\n"
+    practice.write_text(noted, encoding="utf-8")
+    story = why(LocalBackend(tmp_path / "store", data_dir=data_copy), "SOTA-047")
+    assert story.status_note == "awaits a second source"
+    assert "status: Active — awaits a second source\n" in render_provenance(story, width=1000)
+
+
 def test_a_rejected_practice(backend):
     story = why(backend, "SOTA-073")
     assert (story.kind, story.status, story.versions, story.current_version) == (

@@ -147,6 +147,8 @@ class Provenance:
     status: str | None = None
     #: "summary": the index page writes this practice's status in its Summary cell.
     status_column: str | None = None
+    #: What the page writes after a status other than Rejected ("Active — awaits a second source").
+    status_note: str | None = None
     summary: str | None = None
     versions: list[int] = field(default_factory=list)
     current_version: int | None = None
@@ -219,6 +221,7 @@ def provenance(facts: Facts, record_id: str) -> Provenance | None:
     story.title = facts.text(iri, v.TITLE)
     story.status = facts.local(iri, v.HAS_STATUS, v.SOTA)
     story.status_column = facts.text(iri, v.STATUS_COLUMN)
+    story.status_note = facts.text(iri, v.STATUS_NOTE)
     story.summary = facts.text(iri, v.SUMMARY)
     story.named_by = [_ref(facts, p) for p in facts.subjects(v.REASON_NAMES, iri)]
     if kind == "practice":
@@ -468,6 +471,8 @@ def render_provenance(story: Provenance, width: int = 100) -> str:
         status = story.status or "not recorded"
         if story.status and story.status_column == "summary":
             status += " (the index page writes it in the Summary cell, whose summary is empty)"
+        if story.status_note:
+            status += f" — {story.status_note}"
         lines += _field("status", status, width)
         if story.versions:
             chain = " → ".join(f"v{n} (current)" if n == story.current_version else f"v{n}" for n in story.versions)

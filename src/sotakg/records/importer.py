@@ -7,6 +7,7 @@ way, Ctrl-C) the files already moved are put back, so ``data/`` is byte for byte
 
 from __future__ import annotations
 
+import codecs
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,7 +109,8 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
     refuse_linked_folder(data_dir, "data folder")
     shown = display_path(page)
     try:
-        text = decode(read_bounded(page, max_file_bytes()))
+        raw = read_bounded(page, max_file_bytes())
+        text = decode(raw)
     except (NotARegularFile, SourceTooLarge) as error:
         raise ImportProblem(f"cannot import {shown}: {error}") from None
     except OSError as error:
@@ -117,6 +119,11 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
         raise ImportProblem(f"{shown}:{refusal.line}: {refusal.message}") from None
     parsed = parse_page(text, shown, file_slug=page.stem if page.suffix == ".md" else None)
     report = ImportReport(warnings=list(parsed.warnings), dry_run=dry_run)
+    if raw.startswith(codecs.BOM_UTF8):
+        report.warnings.append(
+            f"{shown}:1: the page starts with a byte-order mark, which export index does not write; export index "
+            f"writes what the page says, not its layout"
+        )
 
     planned: list[tuple[Path, Record]] = []
     conflicts: list[str] = []
@@ -165,12 +172,46 @@ def import_markdown(page: Path, data_dir: Path, force: bool = False, dry_run: bo
             + "\n  ".join(conflicts)
             + "\nCheck the differences, then run again with --force to let the page win."
         )
+    report.warnings += _filed_but_not_on_the_page(data_dir, parsed.topic_slug, {row.id for row in parsed.rows}, shown)
     if not dry_run:
         _write_all(data_dir, [(path, dump_record(record)) for path, record in planned])
     for _, record in planned:
         report.written[record.kind] = report.written.get(record.kind, 0) + 1
     report.written = {kind: report.written.get(kind, 0) for kind in KINDS}
     return report
+
+
+#: How many such practices a warning names (the count is always given).
+_NAMED_AT_MOST = 10
+
+
+def _filed_but_not_on_the_page(data_dir: Path, slug: str, on_page: set[str], shown: str) -> list[str]:
+    """A warning naming the practices of the data folder filed under the topic ``slug`` that the page
+    does not list (they stay, and export index lists them, so the page would not come back as it is);
+    none when there are none. Files that cannot be read are left to ``build`` to report."""
+    from .sources import scan_sources
+
+    missing = []
+    for source in scan_sources(data_dir):
+        if source.kind != "practice" or source.refusal is not None:
+            continue
+        try:
+            record = read_record(Path(source.path), "practice", source.shown)
+        except (DataError, OSError, SourceRefusal):
+            continue
+        if record.get("topic") == slug and record.id not in on_page:
+            missing.append(record.id)
+    if not missing:
+        return []
+    missing.sort()
+    named = ", ".join(missing[:_NAMED_AT_MOST]) + (
+        f" and {len(missing) - _NAMED_AT_MOST} more" if len(missing) > _NAMED_AT_MOST else ""
+    )
+    return [
+        f"{shown}: {len(missing)} practice(s) of the data folder filed under {slug} are not on the page: {named}; they "
+        f"are kept, and export index lists them: remove their files or file them under another topic if the page "
+        f"dropped them"
+    ]
 
 
 def _page_wins(kind: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

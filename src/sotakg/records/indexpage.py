@@ -26,7 +26,9 @@ DASH = " — "
 HEADER = "| # | Title | Summary | Status |"
 RULE = "|---|---|---|---|"
 STATUSES = ("Active", "Proposed", "Rejected")
-COUNT_RE = re.compile(r"^(?P<count>\d+) of (?P<total>\d+) SOTA documents\. Back to the full index\.$", re.ASCII)
+#: "1 of 449 SOTA document." is read too (and given back as "documents", which the warning that the page is
+#: not reproduced says).
+COUNT_RE = re.compile(r"^(?P<count>\d+) of (?P<total>\d+) SOTA documents?\. Back to the full index\.$", re.ASCII)
 RECORD_ID_RE = re.compile(r"\b(?:SOTA|LIT|ADR)-\d+\b", re.ASCII)
 LIT_RE = re.compile(r"\bLIT-\d+\b", re.ASCII)
 ADR_RE = re.compile(r"\bADR-\d+\b", re.ASCII)
@@ -402,11 +404,12 @@ def parse_page(text: str, source: str = "<page>", file_slug: str | None = None) 
 
     if len(lines) < 5:
         raise fail(len(lines) or 1, "too short for an index page (three header lines, then the table)")
-    title_part, _, description_part = lines[0].partition(DASH)
+    # Blanks at either end of each part are layout, as around a cell; the writer gives data blanks as references.
+    title_part, _, description_part = (part.strip(_BLANKS) for part in lines[0].partition(DASH))
     scheme_title, scheme_description = decode_cell(title_part, line_start=True), decode_cell(description_part)
     if not scheme_description:
         raise fail(1, f"expected 'Topics — <description of the topic scheme>', got {lines[0][:60]!r}")
-    label_part, _, scope_part = lines[1].partition(DASH)
+    label_part, _, scope_part = (part.strip(_BLANKS) for part in lines[1].partition(DASH))
     topic_label, topic_scope = decode_cell(label_part, line_start=True), decode_cell(scope_part)
     if not topic_label.strip():
         raise fail(2, "expected '<Topic label> — <scope note>'")
@@ -466,7 +469,41 @@ def parse_page(text: str, source: str = "<page>", file_slug: str | None = None) 
             f"{source}:3: the page says {page.topic_count} practices but its table has {len(page.rows)}"
         )
     page.records = _records(page, source)
+    difference = _unreproduced(text, page)
+    if difference:
+        page.warnings.append(f"{source}:{difference}")
     return page
+
+
+def _unreproduced(text: str, page: ParsedPage) -> str:
+    """Where ``export index`` of what ``page`` says would not give ``text`` back byte for byte (the
+    first place, as ``LINE: what``), or "" when it would: the page's layout (line ends, padding, row
+    order, a spelling the writer does not use) is not data, so it is not kept."""
+    rows = [
+        PracticeRow(r.id, r.version, r.title, r.summary or "", r.status or "", r.reason or "", r.status_column or "")
+        for r in page.rows
+    ]
+    written = render_page(
+        page.scheme_title,
+        page.scheme_description,
+        page.topic_label,
+        page.topic_scope,
+        page.registry_size or 0,
+        rows,
+        page.topic_count,
+    )
+    if text == written:
+        return ""
+    keep = "; export index writes what the page says, not its layout"
+    if "\r" in text:
+        return f"1: the page ends its lines with CR LF or CR; export index writes LF{keep}"
+    had, will = text.split("\n"), written.split("\n")
+    for number, (line, again) in enumerate(zip(had, will, strict=False), start=1):
+        if line != again:
+            return f"{number}: export index will write this line as {again[:100]!r}, not {line[:100]!r}{keep}"
+    if len(had) > len(will):
+        return f"{len(will)}: export index ends the page after its last row, with no line end or blank line{keep}"
+    return f"{len(had) + 1}: export index will write more lines than the page has{keep}"
 
 
 def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) -> PageRow:
