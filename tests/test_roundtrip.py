@@ -236,6 +236,14 @@ def test_a_header_line_starting_like_a_markdown_block_stays_the_page_s_first_par
     assert [token.type for token in markdown.parse(index)][:4] == kinds[:4]
 
 
+@pytest.mark.parametrize("title", ["-based methods", "*Optional* topics", "[Draft] Topics", "2024 topics", "#1 topics"])
+def test_a_header_line_that_only_looks_like_a_block_is_written_as_it_is(title):
+    row = PracticeRow("SOTA-001", 1, "A title", "A summary.", "Active", "")
+    page = render_page(title, "The scheme.", "Topic " + title, "its scope.", 10, [row])
+    assert page.startswith(f"{title} — The scheme.\nTopic {title} — its scope.\n")
+    assert parse_page(page).scheme_title == title
+
+
 def test_a_topic_label_cannot_end_its_link_in_the_full_index():
     page = render_full_index("Topics", "The scheme.", 10, [TopicRow("t", "Label\\](https://evil.example) \\[", "s", 1)])
     assert page.splitlines()[-1] == "| [Label\\\\\\](https://evil.example) \\\\\\[](t.md) | s | 1 |"

@@ -271,19 +271,28 @@ def _edges(raw: str) -> tuple[int, int]:
     return lead, max(trail, lead)
 
 
-#: The characters that can start a Markdown block other than a paragraph, or turn the line before
-#: into a heading (a heading ``#``, a quote ``>``, HTML ``<``, a list or a rule ``- + * _``, a setext
-#: underline ``=``, a fence ``` ` ~ ```, a link definition ``[``, a table ``|``), and the digits of an
-#: ordered list's marker. A header line starting with one has it written as a reference.
-_BLOCK_STARTERS = frozenset("#><-+*_=`~[|0123456789")
-_ORDERED_MARKER_RE = re.compile(r"[0-9]{1,9}[.)](?:[ \t]|$)", re.ASCII)
+#: The first characters of a Markdown block other than a paragraph, or of a line that turns the one
+#: before into a heading; a header line starting with one of them as such a block starts has it
+#: written as a reference (``_BLOCK_START_RE``), and the reader decodes such a reference there.
+_BLOCK_STARTERS = frozenset("#><-+*_=`~[0123456789")
+_BLOCK_START_RE = re.compile(
+    r"""\#{1,6}(?:[ \t]|$)          # a heading
+    |>                                # a quote
+    |<[A-Za-z/!?]                     # HTML: a comment, a tag, a declaration
+    |[-+*](?:[ \t]|$)                # a list item
+    |[0-9]{1,9}[.)](?:[ \t]|$)       # an ordered list item
+    |(?:[-*_][ \t]*){3,}$            # a rule
+    |=+[ \t]*$|-+[ \t]*$            # a setext underline (of the line before)
+    |`{3,}|~{3,}                      # a fence
+    |\[(?:[^\]\\]|\\.)*\]:         # a link reference definition
+    """,
+    re.VERBOSE | re.ASCII,
+)
 
 
 def _starts_a_block(text: str) -> bool:
-    """Whether ``text`` at the start of a line could start a block other than a paragraph."""
-    if not text or text[0] not in _BLOCK_STARTERS:
-        return False
-    return not text[0].isdigit() or _ORDERED_MARKER_RE.match(text) is not None
+    """Whether ``text`` at the start of a line starts a block other than a paragraph."""
+    return _BLOCK_START_RE.match(text) is not None
 
 
 def _is_read(char: str | None, leading: bool, trailing: bool, line_start: bool = False) -> bool:
