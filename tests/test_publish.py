@@ -130,7 +130,7 @@ def test_no_swap_is_one_put_onto_the_target(runner, built_store):
     assert result.exit_code == 0, result.output
     (put,) = stub.requests
     assert (put.method, put.path) == ("PUT", "/ds/data?x=1&graph=https%3A%2F%2Fexample.org%2Fgraphs%2Fsotakg")
-    assert "in one PUT (no update endpoint to swap it in with)" in result.stdout
+    assert "in one PUT (--no-swap)" in result.stdout
 
 
 def test_an_unknown_layout_without_update_endpoint_is_one_put(runner, built_store):

@@ -65,14 +65,17 @@ class PublishReport:
     status: int
     seconds: float
     swapped_at: str | None = None
+    #: Why there was no swap: --no-swap was given (else no update endpoint was known).
+    swap_declined: bool = False
 
     def describe(self) -> str:
         target = f"the graph <{self.graph}>" if self.graph else "the default graph"
-        how = (
-            f"staged and swapped in with one MOVE at {self.swapped_at}"
-            if self.swapped_at
-            else "in one PUT (no update endpoint to swap it in with)"
-        )
+        if self.swapped_at:
+            how = f"staged and swapped in with one MOVE at {self.swapped_at}"
+        elif self.swap_declined:
+            how = "in one PUT (--no-swap)"
+        else:
+            how = "in one PUT (no update endpoint to swap it in with)"
         return (
             f"Published {self.triples} triples ({self.size} bytes of N-Triples) to {target} at {self.url} "
             f"(HTTP {self.status}), {how}, in {self.seconds:.2f} s."
@@ -216,7 +219,8 @@ def publish(
     if swap_at is None:
         answer = _put(url, stream.body(advance), timeout, environ)
         _check_put(answer, url, graph, environ)
-        return PublishReport(url, graph, stream.triples, stream.size, answer.status, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        return PublishReport(url, graph, stream.triples, stream.size, answer.status, seconds, swap_declined=not swap)
     staging = staging_graph(graph)
     staging_url = graph_store_url(endpoint, staging)
     answer = _put(staging_url, stream.body(advance), timeout, environ)
