@@ -18,7 +18,6 @@ import base64
 import hashlib
 import html
 import ipaddress
-import json
 import os
 import re
 import secrets
@@ -430,8 +429,83 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _opener(url: str) -> urllib.request.OpenerDirector:
+class _Watchdog:
+    """Shuts the connection of a request still going at ``deadline`` (which an upload moves on as it
+    sends): a socket's timeout bounds each read, not the answer, so without it a server that sends
+    its status line a byte a second, or 100 Continue heads without end, would hold the command for ever."""
+
+    def __init__(self, deadline: float) -> None:
+        import threading
+
+        self.deadline = deadline
+        self.sock: socket.socket | None = None
+        self.fired = False
+        self._stop = threading.Event()
+        threading.Thread(target=self._watch, name="sotakg-request-deadline", daemon=True).start()
+
+    #: How long after the deadline the watchdog acts: a socket's own timeout, which ends a silent wait
+    #: at the deadline with the clearer message, comes first.
+    GRACE = 0.25
+
+    def _watch(self) -> None:
+        while not self._stop.wait(max(0.0, min(0.1, self.deadline + self.GRACE - time.monotonic()))):
+            if time.monotonic() >= self.deadline + self.GRACE and self.sock is not None:
+                self.fired = True
+                try:
+                    self.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _watched(base: type[Any], watchdog: _Watchdog) -> Callable[..., Any]:
+    """A connection class of ``base`` whose socket, once connected, ``watchdog`` holds."""
+
+    def connection(*args: Any, **kwargs: Any) -> Any:
+        made = base(*args, **kwargs)
+        create = made._create_connection
+
+        def create_and_watch(*create_args: Any, **create_kwargs: Any) -> socket.socket:
+            sock = create(*create_args, **create_kwargs)
+            watchdog.sock = sock
+            return sock
+
+        made._create_connection = create_and_watch
+        return made
+
+    return connection
+
+
+class _WatchedHTTP(urllib.request.HTTPHandler):
+    def __init__(self, watchdog: _Watchdog) -> None:
+        super().__init__()
+        self.watchdog = watchdog
+
+    def http_open(self, req: Any) -> Any:
+        import http.client
+
+        return self.do_open(_watched(http.client.HTTPConnection, self.watchdog), req)
+
+
+class _WatchedHTTPS(urllib.request.HTTPSHandler):
+    def __init__(self, watchdog: _Watchdog) -> None:
+        super().__init__()
+        self.watchdog = watchdog
+
+    def https_open(self, req: Any) -> Any:
+        import http.client
+
+        context = getattr(self, "_context", None)  # what the base class would pass (None: the default)
+        return self.do_open(_watched(http.client.HTTPSConnection, self.watchdog), req, context=context)
+
+
+def _opener(url: str, watchdog: _Watchdog | None = None) -> urllib.request.OpenerDirector:
     handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+    if watchdog is not None:
+        handlers += [_WatchedHTTP(watchdog), _WatchedHTTPS(watchdog)]
     if is_loopback(urllib.parse.urlsplit(url).hostname or ""):
         # A proxy cannot reach this machine's loopback, whatever http_proxy says.
         handlers.append(urllib.request.ProxyHandler({}))
@@ -511,18 +585,22 @@ class _Upload:
     """A streamed body for urllib: its chunks, each sent within the socket's time limit, and the moment
     the last one went, from which the wait for the answer is counted."""
 
-    def __init__(self, body: StreamedBody) -> None:
+    def __init__(self, body: StreamedBody, watchdog: _Watchdog, timeout: float) -> None:
         self.body = body
         self.finished: float | None = None
+        self.watchdog = watchdog
+        self.timeout = timeout
 
     def __iter__(self) -> Iterator[bytes]:
         sent = 0
         for chunk in self.body.chunks():
             sent += len(chunk)
+            self.watchdog.deadline = time.monotonic() + self.timeout  # each chunk within the timeout
             yield chunk
         if sent != self.body.size:
             raise EndpointError(f"the body changed while it was sent ({sent} bytes, not {self.body.size})")
         self.finished = time.monotonic()
+        self.watchdog.deadline = self.finished + self.timeout  # and the answer within it after the last
 
 
 def http_request(
@@ -547,22 +625,51 @@ def http_request(
     short is an EndpointError. ``label`` replaces the URL in messages (a GET's URL holds the query).
     """
     import http.client
-    import urllib.error
 
     deadline = time.monotonic() + timeout if deadline is None else deadline
     shown = label or url
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
+    if deadline - time.monotonic() <= 0:
         raise EndpointTimeout(f"{shown} did not answer within {timeout:g} s")
+    watchdog = _Watchdog(deadline)
+    try:
+        answer = _exchange(method, url, body, headers, timeout, max_bytes, shown, label, deadline, watchdog)
+    except (EndpointError, OSError, http.client.HTTPException):
+        if watchdog.fired:
+            raise EndpointTimeout(f"{shown} did not finish answering within {timeout:g} s") from None
+        raise
+    finally:
+        watchdog.stop()
+    if watchdog.fired:  # a body read to its "end" may have been cut there
+        raise EndpointTimeout(f"{shown} did not finish answering within {timeout:g} s")
+    return answer
+
+
+def _exchange(
+    method: str,
+    url: str,
+    body: bytes | StreamedBody | None,
+    headers: Mapping[str, str] | None,
+    timeout: float,
+    max_bytes: int,
+    shown: str,
+    label: str | None,
+    deadline: float,
+    watchdog: _Watchdog,
+) -> HttpAnswer:
+    """``http_request``'s request and answer, with ``watchdog`` holding the connection to the deadline."""
+    import http.client
+    import urllib.error
+
+    remaining = deadline - time.monotonic()
     all_headers = dict(headers or {})
-    upload = _Upload(body) if isinstance(body, StreamedBody) else None
+    upload = _Upload(body, watchdog, timeout) if isinstance(body, StreamedBody) else None
     data: Any = body
     if upload is not None:
         data = upload
         all_headers["Content-Length"] = str(upload.body.size)
     request = urllib.request.Request(url, data=data, method=method, headers=all_headers)
     try:
-        response = _opener(url).open(request, timeout=min(remaining, timeout) if upload is None else timeout)
+        response = _opener(url, watchdog).open(request, timeout=min(remaining, timeout) if upload is None else timeout)
     except urllib.error.HTTPError as error:
         if upload is not None and upload.finished is not None:
             deadline = max(deadline, upload.finished + timeout)
@@ -795,26 +902,29 @@ class RemoteBackend:
         return QueryFailed(f"{self.label} sent an answer that is not valid {what} ({detail}); nothing is shown")
 
     def _table(self, answer: HttpAnswer, form: str | None) -> SelectResult | AskResult:
+        # One reader, pyoxigraph's (streaming, in Rust): a decoding of the whole document in Python first
+        # took about 48 times its size in memory, recursed on deep nesting, and could read a duplicate
+        # key otherwise than the reader whose answer is shown.
         if answer.media_type not in _JSON_TYPES:
             raise QueryFailed(
                 f"{self.label} answered with {answer.media_type or 'no media type'}, not {SPARQL_JSON}: "
                 f"{answer.excerpt()}"
             )
         try:
-            document = json.loads(answer.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as error:
+            result = parse_sparql_results(answer.body, "json")
+        except ValueError as error:
             raise self._broken(answer, "SPARQL JSON results", str(error)) from None
-        if form == "ASK":
-            boolean = _virtuoso_ask(document)
-            if boolean is not None:
-                return AskResult(boolean)
-        problem = _json_results_problem(document, form)
+        problem = _boolean_document_problem(answer.body) if isinstance(result, AskResult) else None
         if problem:
             raise self._broken(answer, "SPARQL JSON results", problem)
-        try:
-            return parse_sparql_results(answer.body, "json")
-        except (ValueError, SyntaxError) as error:
-            raise self._broken(answer, "SPARQL JSON results", str(error)) from None
+        if form == "ASK" and isinstance(result, SelectResult):
+            boolean = _virtuoso_ask(result)
+            if boolean is None:
+                raise self._broken(answer, "SPARQL JSON results", "an ASK answer needs a boolean")
+            return AskResult(boolean)
+        if form != "ASK" and isinstance(result, AskResult):
+            raise self._broken(answer, "SPARQL JSON results", "a SELECT answer needs results.bindings")
+        return result
 
     def _graph(self, answer: HttpAnswer) -> GraphResult:
         syntax = _GRAPH_TYPES.get(answer.media_type)
@@ -829,37 +939,46 @@ class RemoteBackend:
             raise self._broken(answer, syntax, str(error)) from None
 
 
-def _virtuoso_ask(document: Any) -> bool | None:
-    """The answer of an ASK query that Virtuoso 7 wrote as a one-column table (``__ASK_RETVAL``, 1 or
-    0, or no row) instead of a boolean; None for any other document."""
-    if not isinstance(document, dict) or "boolean" in document:
-        return None
-    head, results = document.get("head"), document.get("results")
-    if not isinstance(head, dict) or head.get("vars") != ["__ASK_RETVAL"] or not isinstance(results, dict):
-        return None
-    rows = results.get("bindings")
-    if rows == []:
-        return False
-    if not isinstance(rows, list) or len(rows) != 1 or not isinstance(rows[0], dict):
-        return None
-    value = rows[0].get("__ASK_RETVAL")
-    if not isinstance(value, dict) or value.get("value") not in ("0", "1"):
-        return None
-    return value["value"] == "1"
+#: The most a boolean answer's document may hold: it is ``{"head": {}, "boolean": true}`` and a little more.
+MAX_BOOLEAN_DOCUMENT = 64 * 1024
 
 
-def _json_results_problem(document: Any, form: str | None) -> str | None:
-    """Why a decoded JSON document is not the SPARQL results of a ``form`` query, or None."""
-    if not isinstance(document, dict) or not isinstance(document.get("head"), dict):
-        return "no head"
-    if form == "ASK":
-        return None if isinstance(document.get("boolean"), bool) else "an ASK answer needs a boolean"
-    results = document.get("results")
-    if "boolean" in document or not isinstance(results, dict) or not isinstance(results.get("bindings"), list):
-        return "a SELECT answer needs results.bindings"
-    if not isinstance(document["head"].get("vars", []), list):
-        return "head.vars is not a list"
+def _boolean_document_problem(body: bytes) -> str | None:
+    """Why a document pyoxigraph read as a boolean answer is not one whole (it stops reading at the
+    boolean, so what follows is checked here: nothing after the document, no key given twice), or
+    None. Such a document is small; a larger one is refused unread."""
+    import json
+
+    if len(body) > MAX_BOOLEAN_DOCUMENT:
+        return f"a boolean answer of {len(body)} bytes (more than {MAX_BOOLEAN_DOCUMENT})"
+
+    def no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _value in pairs]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"a key given twice in {keys}")
+        return dict(pairs)
+
+    try:
+        json.loads(body.decode("utf-8"), object_pairs_hook=no_repeats)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        return str(error)[:200]
     return None
+
+
+def _virtuoso_ask(result: SelectResult) -> bool | None:
+    """The answer of an ASK query that Virtuoso 7 wrote as a one-column table (``__ASK_RETVAL``, 1 or
+    0, or no row) instead of a boolean; None for any other table."""
+    if result.variables != ("__ASK_RETVAL",):
+        return None
+    if not result.rows:
+        return False
+    if len(result.rows) != 1:
+        return None
+    (value,) = result.rows[0]
+    text = getattr(value, "value", None)
+    if not isinstance(text, str) or text not in ("0", "1"):
+        return None
+    return text == "1"
 
 
 FETCH_GRAPH_QUERY = "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }"

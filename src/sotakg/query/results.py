@@ -131,14 +131,21 @@ def parse_sparql_results(data: bytes | str, format_name: str = "json") -> Select
 
     if format_name == "xml":
         refuse_xml_declarations(data)
-    try:
+    problem = ""
+    parsed: object = None
+    try:  # solutions are read as they are iterated: a broken one is found there
         parsed = parse_query_results(data, _results_format(format_name))
+        if isinstance(parsed, QueryBoolean):
+            return AskResult(bool(parsed))
+        variables = tuple(variable.value for variable in parsed.variables)
+        rows = tuple(tuple(solution[name] for name in variables) for solution in parsed)
     except SyntaxError as error:
-        raise ValueError(f"not SPARQL {format_name} results: {error}") from None
-    if isinstance(parsed, QueryBoolean):
-        return AskResult(bool(parsed))
-    variables = tuple(variable.value for variable in parsed.variables)
-    rows = tuple(tuple(solution[name] for name in variables) for solution in parsed)
+        problem = str(error)
+    if problem:
+        # Raised here, where no traceback holds the reader: pyoxigraph's may only be dropped by the
+        # thread that made it, and a traceback kept by the caller can be collected on another.
+        parsed = None
+        raise ValueError(f"not SPARQL {format_name} results: {problem}")
     return SelectResult(variables, rows)
 
 
