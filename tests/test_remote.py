@@ -443,6 +443,107 @@ def test_a_dripping_answer_stops_at_the_deadline():
     assert time.monotonic() - started < 4
 
 
+class HeadTrickle:
+    """A raw server on a free loopback port that answers every connection with ``head`` one chunk at a
+    time, ``pause`` seconds apart, for as long as the client listens (bounded: 600 chunks)."""
+
+    def __init__(self, chunks: list[bytes], pause: float) -> None:
+        import socket
+        import threading
+
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.chunks, self.pause = chunks, pause
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import itertools
+
+        self.listener.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                continue
+            with connection:
+                try:
+                    for chunk in itertools.islice(itertools.cycle(self.chunks), 600):
+                        if self.stop.wait(self.pause):
+                            break
+                        connection.sendall(chunk)
+                except OSError:
+                    pass
+
+    def __enter__(self) -> HeadTrickle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+@pytest.mark.parametrize(
+    ("chunks", "pause"),
+    [
+        ([b"HTTP/1.1 200 OK\r\n"] + [b"X"] * 599, 0.05),  # a head that never ends, a byte at a time
+        ([bytes([byte]) for byte in b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"], 0.2),  # a dripping head
+        ([b"HTTP/1.1 100 Continue\r\n\r\n" * 50], 0.01),  # informational heads without end
+    ],
+    ids=["endless-field", "dripping-status-line", "continue-flood"],
+)
+def test_a_head_that_does_not_finish_is_a_timeout(chunks, pause):
+    """Each read is quick, the head never completes: the request still ends at its deadline."""
+    with HeadTrickle(chunks, pause) as server:
+        backend = RemoteBackend(f"http://127.0.0.1:{server.port}/query", environ={})
+        started = time.monotonic()
+        with pytest.raises(QueryTimeout, match="did not finish answering within 1 s"):
+            run_query(backend, "ASK {}", timeout=1.0)
+        assert time.monotonic() - started < 4
+
+
+def test_publish_waits_for_an_answer_head_no_longer_than_its_timeout(runner, built_store):
+    with HeadTrickle([b"HTTP/1.1 201 Created\r\n"] + [b"X"] * 599, 0.05) as server:
+        started = time.monotonic()
+        result = invoke(runner, built_store, "publish", "--endpoint", f"http://127.0.0.1:{server.port}/store",
+                        "--no-swap", "--timeout", "1")  # fmt: skip
+        assert time.monotonic() - started < 5
+    assert result.exit_code == 1
+    assert "did not finish answering within 1 s" in result.output
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        # deep nesting: the reader refuses it, no RecursionError
+        (b'{"head":{"vars":[]},"results":{"bindings":[]},"x":' + b"[" * 5000 + b"]" * 5000 + b"}", "not valid"),
+        # a key given twice in a boolean answer, which its reader would not look past
+        (b'{"head":{},"boolean":true,"boolean":false}', "a key given twice"),
+        (b'{"head":{},"boolean":true,"x":[' + b"[]," * 30000 + b"[]]}", "a boolean answer of"),
+    ],
+    ids=["deep", "repeated-key", "large-boolean"],
+)
+def test_a_json_answer_of_an_odd_shape_is_refused_with_a_message(body, problem):
+    error = remote_error(Stub(body=body, content_type=JSON), "ASK {}" if b"boolean" in body else "SELECT * {}")
+    assert isinstance(error, QueryFailed)
+    assert "not valid SPARQL JSON results" in str(error) and problem in str(error)
+
+
+def test_a_large_answer_is_read_without_decoding_it_in_python_first(monkeypatch):
+    """The answer is read by one reader: Python's json module is never asked to decode it."""
+    import json as json_module
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the answer was decoded in Python")
+
+    monkeypatch.setattr(json_module, "loads", refuse)
+    rows = ",".join(f'{{"n":{{"type":"literal","value":"{n}"}}}}' for n in range(2000))
+    body = ('{"head":{"vars":["n"]},"results":{"bindings":[' + rows + "]}}").encode()
+    with stub_server(Stub(body=body, content_type=JSON)) as running:
+        result = run_query(RemoteBackend(f"{running.url}/query", environ={}), "SELECT ?n {}", timeout=10)
+    assert isinstance(result, SelectResult) and len(result.rows) == 2000
+
+
 def test_a_real_oxigraph_timeout_is_reported(built_store):
     """The Oxigraph server stops a slow query at --timeout-s and writes into a 200 answer."""
     database = StoreLayout(built_store[1]).current_generation() / DATABASE  # type: ignore[operator]
