@@ -161,6 +161,11 @@ def test_an_edit_past_the_cut_is_in_view_and_a_whitespace_edit_is_named() -> Non
     was, now = shown.removeprefix("summary: ").split(" -> ")
     assert was != now
     assert was.startswith("…") and was.endswith("before the end.") and now.endswith("after the end.")
+    # from 40 characters before the first difference: what the two share is shown just before it
+    assert (
+        was == "…" + (shared + "before the end.")[len(shared) - 40 :]
+        and now == "…" + (shared + "after the end.")[len(shared) - 40 :]
+    )
     assert len(was) <= CELL_CHARS and len(now) <= CELL_CHARS
     # a difference inside the cut needs no window
     assert describe(Change("paper", "LIT-001", "title", "A b", "A c")) == "title: A b -> A c"

@@ -747,6 +747,10 @@ def _unread(lits: str, summary: str) -> str:
         # a surname that is also an English word (De, He, An) is still a name
         ("De Sa et al. (2017), LIT-116.", "cites: [LIT-116]\n", []),
         ("He and An (2021), LIT-117.", "cites: [LIT-117]\n", []),
+        ("So et al. (2021), LIT-118 — ARXIV-2109.08668.", "cites: [LIT-118]\n", []),
+        ("Wang, An and So (2020), LIT-119.", "cites: [LIT-119]\n", []),
+        ("Per Bak and Pace (1999), LIT-120.", "cites: [LIT-120]\n", []),
+        ("In and Park (2018), LIT-121; To and Tran (2019), LIT-122.", "cites: [LIT-121, LIT-122]\n", []),
     ],
 )
 def test_only_a_byline_shaped_opening_cites_its_papers(runner, tmp_path, summary, cites, warned):
@@ -761,7 +765,13 @@ def test_only_a_byline_shaped_opening_cites_its_papers(runner, tmp_path, summary
 
 @pytest.mark.parametrize(
     ("authors", "stored"),
-    [("DeVries &amp; Taylor", "DeVries & Taylor"), ("Jos&eacute; Ruiz and Lee", "José Ruiz and Lee")],
+    [
+        ("DeVries &amp; Taylor", "DeVries & Taylor"),
+        ("Jos&eacute; Ruiz and Lee", "José Ruiz and Lee"),
+        # what Markdown shows as written stays as written: no ";", or no such entity
+        ("Smith &amp Jones", "Smith &amp Jones"),
+        ("Smith &nosuch; Lee", "Smith &nosuch; Lee"),
+    ],
 )
 def test_a_character_reference_in_a_byline_is_read_as_the_page_shows_it(runner, tmp_path, authors, stored):
     summary = f"{authors} (2017), LIT-901 — ARXIV-1708.04552."

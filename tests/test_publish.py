@@ -493,3 +493,23 @@ def test_no_progress_bar_in_ci_logs(monkeypatch):
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     with cli_module._upload_progress() as progress:
         assert progress is None
+
+
+def test_values_compare_in_canonical_form_and_only_equal_values_are_equal():
+    from pyoxigraph import Literal, NamedNode
+
+    from sotakg.server.publish_since import comparable
+
+    year = NamedNode("http://www.w3.org/2001/XMLSchema#gYear")
+    integer = NamedNode("http://www.w3.org/2001/XMLSchema#integer")
+
+    def same(a: str, b: str, datatype: NamedNode) -> bool:
+        return comparable(Literal(a, datatype=datatype)) == comparable(Literal(b, datatype=datatype))
+
+    assert same("-005", "-0005", year) and same("02020", "2020", year) and same("-0", "0000", year)
+    assert same("2020Z", "02020Z", year) and not same("2020Z", "2020", year) and not same("2020", "2021", year)
+    assert same("+7", "7", integer) and same("007", "7", integer) and same("-0", "0", integer)
+    assert not same("7", "70", integer) and not same("-7", "7", integer)
+    assert not same("٢٠", "20", integer)  # only ASCII digits are digits of these forms
+    assert comparable(Literal("x", datatype=year)) == Literal("x", datatype=year)  # not a year: as written
+    assert comparable(NamedNode("http://x/7")) == NamedNode("http://x/7")

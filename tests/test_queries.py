@@ -211,6 +211,9 @@ def test_history_of_an_adr_walks_the_whole_chain_whichever_way_each_link_is_stat
             (adr, "3", "ADR-003", "ADR-002", ""),
         ]
     assert history("ADR-004") == [("ADR-004", "1", "ADR-004", "", "")]
+    # in a cycle a record is not counted among those it supersedes
+    store.add(Quad(node("id/ADR-004"), NamedNode(dcterms + "replaces"), node("id/ADR-004")))
+    assert history("ADR-004") == [("ADR-004", "1", "ADR-004", "ADR-004", "")]
 
 
 def test_status_by_topic(backend):

@@ -205,7 +205,7 @@ def test_the_header_lines_hold_any_title_and_scope_on_their_own_lines(label, sco
     assert len(page_lines(page)) == 6  # three header lines, the table's head and rule, one row
     parsed = parse_page(page)
     assert (parsed.scheme_title, parsed.scheme_description) == ("Topics" + hostile, "The scheme." + hostile)
-    assert (parsed.topic_label, parsed.topic_scope) == (label.strip(), scope + hostile)
+    assert (parsed.topic_label, parsed.topic_scope) == (label, scope + hostile)
     assert [record["id"] for kind, record in parsed.records if kind == "practice"] == ["SOTA-001"]
 
 
@@ -231,7 +231,7 @@ def test_a_header_line_starting_like_a_markdown_block_stays_the_page_s_first_par
     assert kinds[:4] == ["paragraph_open", "inline", "paragraph_close", "table_open"], (page, kinds)
     assert kinds.count("tr_open") == 2  # the head and the one row
     parsed = parse_page(page)
-    assert (parsed.scheme_title, parsed.topic_label) == (title.strip(), label.strip())
+    assert (parsed.scheme_title, parsed.topic_label) == (title, label)
     index = render_full_index(full + "Topics", "The scheme.", 10, [TopicRow("t", "T", "s", 1)])
     assert [token.type for token in markdown.parse(index)][:4] == kinds[:4]
 
@@ -242,6 +242,25 @@ def test_a_header_line_that_only_looks_like_a_block_is_written_as_it_is(title):
     page = render_page(title, "The scheme.", "Topic " + title, "its scope.", 10, [row])
     assert page.startswith(f"{title} — The scheme.\nTopic {title} — its scope.\n")
     assert parse_page(page).scheme_title == title
+
+
+@pytest.mark.parametrize("label", ["===", "--", "- x", "# x"])
+def test_a_label_alone_that_would_make_the_line_above_a_heading_is_written_as_a_reference(label):
+    """With no scope the label is the whole second line: "===" or "--" there would underline the first."""
+    from markdown_it import MarkdownIt
+
+    row = PracticeRow("SOTA-001", 1, "A title", "A summary.", "Active", "")
+    page = render_page("Topics", "The scheme.", label, None, 10, [row])
+    kinds = [token.type for token in MarkdownIt("commonmark").enable("table").parse(page)]
+    assert kinds[:4] == ["paragraph_open", "inline", "paragraph_close", "table_open"], page
+    assert parse_page(page, file_slug="t").topic_label == label
+
+
+def test_a_reference_inside_a_header_line_is_text_as_written():
+    row = PracticeRow("SOTA-001", 1, "A title", "A summary.", "Active", "")
+    page = render_page("C&#35; tips &#35;1", "The scheme.", "Topic", "&#45; scope", 10, [row])
+    parsed = parse_page(page)
+    assert (parsed.scheme_title, parsed.topic_scope) == ("C&#35; tips &#35;1", "&#45; scope")
 
 
 def test_a_topic_label_cannot_end_its_link_in_the_full_index():

@@ -158,6 +158,27 @@ def test_every_canned_query_answers_as_the_embedded_store(runner, built_store, p
     assert expected or params != examples or query.name == "orphan-papers"
 
 
+def test_the_history_of_adrs_in_a_cycle_is_the_same_on_the_server(runner, published, data_copy, tmp_path):
+    """A pull request can commit supersessions that go round (validate reports them; query and publish
+    still run): the positions must not depend on whether a server's `+` gives back its start."""
+    target = "https://example.org/graphs/sotakg-cycle"
+    adrs = data_copy / "adrs"
+    (adrs / "ADR-104.yaml").write_text("id: ADR-104\nsupersedes: [ADR-105]\nsuperseded_by: ADR-105\n", encoding="utf-8")
+    (adrs / "ADR-105.yaml").write_text("id: ADR-105\nsupersedes: [ADR-104]\nsuperseded_by: ADR-104\n", encoding="utf-8")
+    (adrs / "ADR-112.yaml").write_text("id: ADR-112\nsupersedes: [ADR-112]\n", encoding="utf-8")
+    side = (data_copy, tmp_path / "store")
+    assert (
+        run(runner, side, "publish", "--endpoint", published.store, "--graph", target, env=published.env()).exit_code
+        == 0
+    )
+    for adr in ("ADR-104", "ADR-112"):
+        local = run(runner, side, "query", "history", "-p", f"id={adr}", "-f", "json")
+        remote = run(runner, side, "query", "history", "-p", f"id={adr}", "-f", "json",
+                     "--endpoint", published.query, "--graph", target)  # fmt: skip
+        assert local.exit_code == 0 and remote.exit_code == 0, remote.output
+        assert sorted(rows(remote.stdout)[1]) == sorted(rows(local.stdout)[1]) != []
+
+
 @pytest.mark.parametrize("method", ["get", "post-form", "auto"])
 def test_each_protocol_method_gets_the_same_answer(runner, built_store, published, method):
     query = "SELECT ?p ?v WHERE { ?p sota:currentVersion/sota:versionNumber ?v FILTER(?v > 1) } ORDER BY ?p"

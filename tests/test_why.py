@@ -39,6 +39,26 @@ def test_the_note_after_a_status_is_told_with_it(runner, data_copy, tmp_path):
     assert "status: Active — awaits a second source\n" in render_provenance(story, width=1000)
 
 
+def test_a_status_written_as_an_iri_is_shown_as_written_not_as_that_concept(runner, data_copy, tmp_path):
+    """The graph states such a status as a literal; why, export index and the diagrams show its text."""
+    from sotakg.cli import cli
+    from sotakg.query.sparql import LocalBackend
+
+    spelled = "https://w3id.org/sotakg/ontology#Rejected"
+    practice = data_copy / "practices" / "SOTA-017.yaml"
+    practice.write_text(practice.read_text(encoding="utf-8").replace("status: Active", f'status: "{spelled}"'))
+    story = why(LocalBackend(tmp_path / "store", data_dir=data_copy), "SOTA-017")
+    assert story.status == spelled
+    page = tmp_path / "page.md"
+    args = ["--data", str(data_copy), "--store", str(tmp_path / "store"), "export", "index"]
+    assert runner.invoke(cli, [*args, "--topic", "distributed-optimization", "-o", str(page)]).exit_code == 0
+    (row,) = [line for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("| SOTA-017 ")]
+    assert row.endswith(f"| {spelled} |")
+    view = runner.invoke(cli, [*args[:4], "export", "view", "topic", "-p", "topic=distributed-optimization",
+                               "-f", "mermaid"])  # fmt: skip
+    assert view.exit_code == 0 and "SOTA-017 (Rejected)" not in view.output
+
+
 def test_a_rejected_practice(backend):
     story = why(backend, "SOTA-073")
     assert (story.kind, story.status, story.versions, story.current_version) == (

@@ -97,8 +97,17 @@ class Facts:
         return None
 
     def local(self, iri: str, predicate: str, namespace: str) -> str | None:
-        value = self.text(iri, predicate)
-        return value[len(namespace) :] if value and value.startswith(namespace) else value
+        """The local name under ``namespace`` of the IRI stated, or a literal's text exactly as written
+        (a status written as an IRI's text is that text, not the concept)."""
+        from pyoxigraph import NamedNode
+
+        values = self.all(iri, predicate)
+        if not values:
+            return None
+        value = values[0]
+        if isinstance(value, NamedNode) and value.value.startswith(namespace):
+            return value.value[len(namespace) :]
+        return value.value
 
 
 def _identifier(iri: str) -> str:

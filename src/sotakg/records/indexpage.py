@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import html
+import html.entities
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -431,9 +432,9 @@ def parse_page(text: str, source: str = "<page>", file_slug: str | None = None) 
         raise fail(5, f"expected the table rule {RULE!r}")
 
     page = ParsedPage(
-        scheme_title=scheme_title.strip(),
+        scheme_title=scheme_title,
         scheme_description=scheme_description,
-        topic_label=topic_label.strip(),
+        topic_label=topic_label,
         topic_scope=topic_scope or None,
         topic_slug=slugify(topic_label),
         topic_count=int(count_match["count"]),
@@ -603,6 +604,23 @@ _ELIDED_PARTICLE_RE = re.compile(r"(?:d|l|dell|dall)['’](?P<name>.+)", re.S)
 _ET_AL_RE = re.compile(r"\bet al\b", re.ASCII)
 
 
+_REFERENCE_RE = re.compile(r"&(?:#([0-9]{1,7})|#[xX]([0-9A-Fa-f]{1,6})|([A-Za-z][A-Za-z0-9]{0,31}));")
+
+
+def decode_references(text: str) -> str:
+    """``text`` with the character references CommonMark decodes replaced by their characters: a
+    decimal or hexadecimal one (U+FFFD for a code point that is none, or 0), or an HTML5 entity name
+    with its ``;``. Anything else (``&amp`` without ``;``, ``&nosuch;``) is text, as Markdown shows it."""
+
+    def character(match: re.Match[str]) -> str:
+        if match[3] is not None:
+            return html.entities.html5.get(match[3] + ";", match[0])
+        code = int(match[1]) if match[1] is not None else int(match[2], 16)
+        return chr(code) if 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else "\ufffd"
+
+    return _REFERENCE_RE.sub(character, text)
+
+
 def _particle_name(word: str) -> bool:
     """Whether ``word`` is one of the lowercase words of names (``_AUTHOR_LOWER_WORDS``) or a capitalised
     name after an elided particle (``d'Ascoli``, ``l'Hôpital``)."""
@@ -612,29 +630,27 @@ def _particle_name(word: str) -> bool:
     return elided is not None and elided["name"][0].isupper()
 
 
-#: English words that open or join prose and are nobody's name, capitalised at a summary's start or
-#: not: "Not Smith (2020), LIT-920", "Unlike Jones (2019), LIT-701", "See Smith (2020), LIT-917",
-#: "Contra Smith et al. (2020)" name a paper without resting on it. (Words that are also surnames,
-#: such as An, He, Do, May or Will, are not here: a byline of theirs must stay one.)
-_PROSE_WORDS = frozenset(
-    """not no nor unlike like see also contra cf pace per after before following against as but or yet
-    however although though whereas while because since unless until if when whether with without from by
-    in on at to for of via versus vs thus hence so the this that these those its our their we they it is
-    are was were be been unpublished retracted disputed refuted contrary despite according extending
-    extends refuting refutes confirming confirms replicating replicates reproducing reproduces building
-    cited citing quoting only even both either neither""".split()
+#: English words that open a sentence and are nobody's name: "Not Smith (2020), LIT-920", "Unlike
+#: Jones (2019), LIT-701", "See Smith (2020), LIT-917", "Contra Smith et al. (2020)" name a paper
+#: without resting on it. Only the first word is looked at, and words that are also names (So, No,
+#: To, In, An, He, Per, Pace, Even, May, Will, ...) are not here: a byline of theirs must stay one.
+_PROSE_OPENERS = frozenset(
+    """not unlike see contra cf also unpublished retracted disputed refuted contrary despite following
+    against although though however whereas because unless until if when whether without from according
+    extending extends building refuting confirming replicating reproducing cited citing quoting the this
+    that these those our their we they it its both either neither""".split()
 )
 
 
 def _names_only(authors: str) -> bool:
     """Whether ``authors`` reads as names (``Huang et al.``, ``J. Smith and K. Lee``, ``de Vries``,
     ``d'Ascoli et al.``, ``Łukasz Kaiser and others``, ``DeVries &amp; Taylor``), not prose before them
-    (``See also Narayanan et al.``, ``Later work by Smith``, ``Not Smith``, ``Retracted: Lee``): no word
-    of prose (``_PROSE_WORDS``), no colon."""
+    (``See also Narayanan et al.``, ``Later work by Smith``, ``Not Smith``, ``Retracted: Lee``): no
+    opening word of prose (``_PROSE_OPENERS``), no colon."""
     words = authors.replace(",", " ").split()
     if not words or not (words[0][0].isupper() or _particle_name(words[0])):
         return False
-    if ":" in authors or any(word.rstrip(".").lower() in _PROSE_WORDS for word in words):
+    if ":" in authors or words[0].rstrip(".").lower() in _PROSE_OPENERS:
         return False
     return all(not word[0].islower() or _particle_name(word) for word in words)
 
@@ -825,7 +841,7 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
             lits = _ids_in_order(byline["lits"], LIT_RE)
             years = [int(y[:4]) for y in byline["years"].split(", ")]
             # as the page shows them: "DeVries &amp; Taylor" is DeVries & Taylor
-            facts_each: dict[str, Any] = {"authors": html.unescape(byline["authors"].strip())}
+            facts_each: dict[str, Any] = {"authors": decode_references(byline["authors"].strip())}
             if len(lits) > 1 and len(_ET_AL_RE.findall(byline["authors"])) > 1:
                 # "Zhao et al. and Rajbhandari et al. (2022, 2020), LIT-083 and LIT-027": each its own
                 page.warnings.append(

@@ -96,8 +96,8 @@ def _integer_form(match: re.Match[str]) -> str:
 #: with the exact pattern of a lexical form and its value's canonical form. Virtuoso 7 writes the
 #: xsd:gYear "-0005" back as "-005" (a form xsd:gYear does not allow), "+7"^^xsd:integer as "7".
 _VALUE_FORMS: dict[str, tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = {
-    XSD_GYEAR: (re.compile(r"([+-]?)(\d+)(Z|[+-]\d\d:\d\d)?"), _year_form),
-    XSD_INTEGER: (re.compile(r"([+-]?)(\d+)"), _integer_form),
+    XSD_GYEAR: (re.compile(r"([+-]?)(\d+)(Z|[+-]\d\d:\d\d)?", re.ASCII), _year_form),
+    XSD_INTEGER: (re.compile(r"([+-]?)(\d+)", re.ASCII), _integer_form),
 }
 
 

@@ -188,8 +188,10 @@ def diagram_from_triples(triples: Iterable[Triple]) -> Diagram:
         elif isinstance(value, NamedNode) and predicate in _INVERSE:
             edges.add((value.value, EDGE_LABELS[_INVERSE[predicate]], subject.value))
             seen.append(value.value)
+        elif isinstance(value, NamedNode) and predicate == v.HAS_STATUS:
+            facts[subject.value][predicate].append(_local(value.value))  # a concept: its name
         elif isinstance(value, NamedNode | Literal):
-            facts[subject.value][predicate].append(value.value)
+            facts[subject.value][predicate].append(value.value)  # a literal status as written
 
     def first(iri: str, predicate: str) -> str | None:
         values = sorted(facts.get(iri, {}).get(predicate, []))
@@ -224,8 +226,7 @@ def _unique_name(iri: str, kind: str, taken: set[str]) -> str:
 
 def _node(iri: str, kind: str, name: str, first: Any) -> Node:
     identifier = first(iri, v.IDENTIFIER) or _local(iri)
-    status_iri = first(iri, v.HAS_STATUS)
-    status = _local(status_iri) if status_iri else None
+    status = first(iri, v.HAS_STATUS)
     title = first(iri, v.TITLE)
     heading = identifier
     if kind == "paper" and title is None:

@@ -109,7 +109,7 @@ def topic_slugs(store: Store) -> list[str]:
 
 def export_index(store: Store, slug: str) -> str:
     """The published index page of the topic ``slug``, generated from the graph."""
-    from pyoxigraph import Literal, Variable
+    from pyoxigraph import Literal, NamedNode, Variable
 
     topics = _select(store, _TOPIC_QUERY, {Variable("slug"): Literal(slug)})
     if not topics:
@@ -118,14 +118,18 @@ def export_index(store: Store, slug: str) -> str:
     topic = topics[0]
     rows = []
     for solution in _select(store, _ROWS_QUERY, {Variable("topic"): topic["topic"]}):
-        status = _value(solution, "status") or ""
+        stated = solution["status"]
+        # the concept's name, or a status stated as a literal exactly as written
+        status = (
+            stated.value.removeprefix(v.SOTA) if isinstance(stated, NamedNode) else _value(solution, "status") or ""
+        )
         rows.append(
             PracticeRow(
                 id=_value(solution, "id") or "",
                 version=int(_value(solution, "version") or 1),
                 title=_value(solution, "title") or "",
                 summary=_value(solution, "summary") or "",
-                status=status.removeprefix(v.SOTA),
+                status=status,
                 reason=_value(solution, "reason") or _value(solution, "note") or "",
                 status_column=_value(solution, "statusColumn") or "",
             )
