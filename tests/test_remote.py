@@ -629,3 +629,54 @@ def test_console_runs_piped_statements_on_the_endpoint(runner, built_store, endp
     assert result.exit_code == 0, result.output
     assert "SOTA-046" in result.stdout and "SOTA-076" in result.stdout
     assert result.stdout.endswith("\nn\n42\n")
+
+
+def test_control_characters_from_a_server_reach_the_terminal_escaped(runner):
+    """A literal or an error page holding escape sequences and bidi overrides: the table and the
+    message show them as escapes; nothing the server sends moves the cursor or retitles the window."""
+    from sotakg.cli import cli
+
+    hostile = "a\x1b[2J\x1b]0;pwned\x07b\u202eevil"
+    row = json.dumps({"head": {"vars": ["v"]}, "results": {"bindings": [{"v": {"type": "literal", "value": hostile}}]}})
+    with stub_server(Stub(body=row.encode(), content_type=JSON)) as running:
+        table = runner.invoke(cli, ["sparql", "SELECT ?v {}", "--endpoint", f"{running.url}/query"], env=NO_CREDENTIALS)
+    assert table.exit_code == 0, table.output
+    assert "a\\x1b[2J\\x1b]0;pwned\\x07b\\u202eevil" in table.output
+    assert not any(character in table.output for character in "\x1b\x07\u202e")
+    with stub_server(Stub(status=500, body=hostile.encode(), content_type="text/plain")) as running:
+        failed = runner.invoke(
+            cli, ["sparql", "SELECT ?v {}", "--endpoint", f"{running.url}/query"], env=NO_CREDENTIALS
+        )
+    assert failed.exit_code == 1
+    assert "\\x1b[2J" in failed.output and not any(character in failed.output for character in "\x1b\x07\u202e")
+
+
+def test_validate_on_a_silent_server_stops_at_its_own_timeout(runner, built_store):
+    with silent_port() as port:
+        started = time.monotonic()
+        result = invoke(runner, built_store, "validate", "--endpoint", f"http://127.0.0.1:{port}/query",
+                        "--timeout", "0.5")  # fmt: skip
+        assert time.monotonic() - started < 5
+    assert result.exit_code == 1
+    assert "did not answer within 0.5 s; raise --timeout" in result.output
+
+
+@pytest.mark.parametrize(
+    "challenge",
+    [
+        'Digest realm="r", nonce="n1", qop="auth-int"',
+        'Digest realm="r", nonce="n1", algorithm=SHA-512-256',
+        "Negotiate",
+    ],
+)
+def test_a_challenge_sotakg_cannot_answer_is_not_called_refused_credentials(challenge):
+    stub = Stub(status=401, body=b"who are you?", headers={"WWW-Authenticate": challenge})
+    with stub_server(stub) as running:
+        backend = RemoteBackend(f"{running.url}/query", environ={"SOTAKG_USER": "u", "SOTAKG_PASSWORD": "p"})
+        with pytest.raises(QueryFailed) as caught:
+            run_query(backend, "ASK {}", timeout=5)
+    assert "in a form sotakg does not answer, so the credentials from SOTAKG_USER/SOTAKG_PASSWORD were not sent" in (
+        str(caught.value)
+    )
+    assert "were refused" not in str(caught.value)
+    assert all("Authorization" not in seen.headers for seen in stub.requests)

@@ -40,13 +40,21 @@ class LazyChoice(click.Choice):
         self._names = tuple(names)
 
 
+def _shown(error: Exception) -> str:
+    """An error's message for the terminal: its lines as they are, any other control character (from a
+    server's answer, a file name) escaped."""
+    from .errors import printable
+
+    return "\n".join(printable(line) for line in str(error).split("\n"))
+
+
 def _translated(invoke: Callable[[click.Context], Any], ctx: click.Context) -> Any:
     try:
         return invoke(ctx)
     except UsageProblem as error:
-        raise click.UsageError(str(error), ctx) from None
+        raise click.UsageError(_shown(error), ctx) from None
     except SotakgError as error:
-        raise click.ClickException(str(error)) from None
+        raise click.ClickException(_shown(error)) from None
     except OSError as error:  # a path the system refuses: say which and why, not a traceback
         where = f" {error.filename}" if error.filename else ""
         raise click.ClickException(f"cannot use{where}: {error.strerror or error}") from None
@@ -656,10 +664,17 @@ DEFAULT_ENGINE = "sparql"
     "written as a path: ./DIR or /DIR); only new findings fail.",
 )
 @endpoint_options
+@seconds_option("With --endpoint: give up fetching the graph from the server after this long.")
 @output_option
 @click.pass_context
 def validate_command(
-    ctx: click.Context, format_name: str, strict: bool, engine: str, baseline: str | None, output: Path | None
+    ctx: click.Context,
+    format_name: str,
+    strict: bool,
+    engine: str,
+    baseline: str | None,
+    timeout: float,
+    output: Path | None,
 ) -> None:
     """Check the data against the filing rules (shapes/) and point at the lines to fix.
 
@@ -700,6 +715,7 @@ def validate_command(
                 endpoint=ctx.obj.get("endpoint"),
                 graph=ctx.obj.get("graph"),
                 method=ctx.obj.get("method") or "auto",
+                timeout=timeout,
                 progress=progress,
             )
     write_output(render(report, format_name, strict=strict), output)

@@ -716,6 +716,18 @@ def refusal_message(
     text = f"{head}: {excerpt}" if excerpt else head
     if answer.status == 401:
         source = credentials_source(environ)
+        asked = parse_challenges(answer.challenges)
+        answerable = any(scheme == "basic" for scheme, _ in asked) or any(
+            scheme == "digest" and DigestChallenge.from_params(params) is not None for scheme, params in asked
+        )
+        creds = credentials(environ) if source else None
+        if creds is not None and creds.token is None and not answerable:
+            schemes = ", ".join(sorted({scheme for scheme, _ in asked})) or "nothing sotakg can read"
+            return (
+                f"{text}\nthe server asks for {schemes} in a form sotakg does not answer, so the credentials "
+                f"from {source} were not sent (sotakg answers Basic, and Digest with MD5 or SHA-256 and "
+                f"qop=auth or none)"
+            )
         if source:
             return f"{text}\nthe credentials from {source} were refused; check them"
         return f"{text}\nthe server wants credentials: {CREDENTIALS_HINT}"

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageProblem
+from ..errors import UsageProblem, printable
 from ..graph.vocab import PREFIXES, XSD, XSD_STRING
 
 if TYPE_CHECKING:
@@ -319,8 +319,9 @@ def _cell(term: Term | None) -> str:
     if term is None:
         return ""
     text = term_text(term)
-    # A line break inside a cell would break the table's rows apart.
-    return " ".join(text.split()) if any(c in text for c in "\n\r\t") else text
+    # A line break inside a cell would break the table's rows apart; any other control character
+    # (an escape sequence, a bidi override, from a server or the data) is shown, not sent to the terminal.
+    return printable(" ".join(text.split()) if any(c in text for c in "\n\r\t") else text)
 
 
 def fit_widths(widths: Sequence[int], available: int, minimum: int = MIN_COLUMN_WIDTH) -> list[int]:

@@ -459,6 +459,14 @@ def _field(name: str, value: str, width: int) -> list[str]:
     return _wrap(f"{name}: {value}", width=max(width, 40), subsequent_indent="  ")
 
 
+def _for_terminal(lines: list[str]) -> str:
+    """The lines as text, any control character in them (a server's answer may hold escape sequences)
+    shown as an escape."""
+    from ..errors import printable
+
+    return "".join(printable(line) + "\n" for line in lines)
+
+
 def render_provenance(story: Provenance, width: int = 100) -> str:
     """The story as text lines no wider than ``width`` (long reasons and titles are wrapped)."""
     lines: list[str] = []
@@ -467,7 +475,7 @@ def render_provenance(story: Provenance, width: int = 100) -> str:
             story.id, f"version {story.asked_version} of {story.practice}; nothing else is recorded about it", width
         )
         lines += _field(f"the current version of {story.practice}", f"v{story.current_version}", width)
-        return "\n".join(lines) + "\n"
+        return _for_terminal(lines)
     if story.kind == "practice":
         if story.asked_version is not None:
             lines += _field(
@@ -536,7 +544,7 @@ def render_provenance(story: Provenance, width: int = 100) -> str:
         if story.cited_in:
             lines += _field("cited in the description of", ", ".join(story.cited_in), width)
     lines += _refs("named in the rejection reasons of:", story.named_by, width)
-    return "\n".join(lines) + "\n"
+    return _for_terminal(lines)
 
 
 def _paper_title(story: Provenance) -> str:
