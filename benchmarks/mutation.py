@@ -83,6 +83,7 @@ TESTS = {
         "tests/test_incremental.py",
         "tests/test_layout.py",
         "tests/test_progress.py",
+        "tests/test_build_kills.py",
     ],
     "src/sotakg/rules/validate.py": ["tests/test_validate.py", "tests/test_engines.py", "tests/test_incremental.py"],
     "src/sotakg/rules/shacl_compiler.py": [

@@ -470,7 +470,7 @@ def _apply_change(
             del source
         store = Store(str(generation / DATABASE))
         try:
-            triples = int(manifest.get("triples", 0))
+            triples = int(manifest["triples"])  # missing: a manifest sotakg did not write
             for quad in removed - kept:
                 if quad in store:
                     store.remove(quad)
@@ -490,15 +490,15 @@ def _apply_change(
     for carried in current.glob(CARRY_PREFIX + "*"):
         if carried.is_file() and not carried.is_symlink():
             shutil.copyfile(carried, generation / carried.name)
-    counts = dict(manifest.get("counts", {}))
-    for record in change.old:
-        counts[record.kind] = counts.get(record.kind, 0) - 1
-    for _rel, record in change.new:
-        counts[record.kind] = counts.get(record.kind, 0) + 1
     from ..records.schema import KINDS
 
-    ordered = {kind: counts.get(kind, 0) for kind in KINDS}
-    return triples, ordered, _lineage(manifest, removed | inserted)
+    # A build writes the count of every kind: one missing is a manifest sotakg did not write (a full build).
+    counts = {kind: int(manifest["counts"][kind]) for kind in KINDS}
+    for record in change.old:
+        counts[record.kind] -= 1
+    for _rel, record in change.new:
+        counts[record.kind] += 1
+    return triples, counts, _lineage(manifest, removed | inserted)
 
 
 def _restated(table: SourceTable, touched: set[str], subjects: set[str]) -> set[Quad]:

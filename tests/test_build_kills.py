@@ -1,0 +1,542 @@
+"""Behaviour of graph/build.py that its mutation run showed no test pinned (issue 20): what a build
+remembers of each change (the lineage), which triples an incremental build keeps because another
+record or the ontology still states them, and the helpers those rest on."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from pyoxigraph import BlankNode, DefaultGraph, Literal, NamedNode, Quad, RdfFormat, parse
+
+from sotakg.errors import DataError
+from sotakg.graph import build as build_module
+from sotakg.graph.build import build
+from sotakg.graph.rdf import as_quads, record_triples
+from sotakg.graph.store import (
+    GENERATION_MARKER,
+    MANIFEST,
+    SOURCE_TABLE,
+    SourceTable,
+    StoreLayout,
+    open_read_only,
+    read_manifest,
+)
+from sotakg.graph.vocab import ID, IDENTIFIER, TITLE, TOPIC_SCHEME_IRI
+from sotakg.records import schema
+from sotakg.records.schema import Record
+from sotakg.resources import ontology_path
+
+from .conftest import SHIPPED_TRIPLES
+
+SHIPPED_COUNTS = {"practice": 42, "paper": 18, "adr": 3, "topic": 1, "registry": 1}
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _manifest(store: Path) -> dict:
+    return read_manifest(_generation(store))
+
+
+def _generation(store: Path) -> Path:
+    generation = StoreLayout(store).current_generation()
+    assert generation is not None
+    return generation
+
+
+def _stored(store: Path) -> set[Quad]:
+    graph = open_read_only(StoreLayout(store))
+    return set(graph.quads_for_pattern(None, None, None, DefaultGraph()))
+
+
+def _quads(*records: Record) -> set[Quad]:
+    return {quad for record in records for quad in as_quads(record_triples(record))}
+
+
+# ------------------------------------------------------------------------------------------ lineage
+
+
+def test_the_lineage_of_two_incremental_builds_adds_up_subject_links_and_identifiers(data_copy, tmp_path):
+    """Each build remembers, under the fingerprint it started from, the subjects, IRI objects by
+    predicate and identifier literals (only those of sotakg:identifier) its change touched; the next
+    build carries the older entries on with its own change added to each."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    first = _manifest(store)["fingerprint"]
+    _edit(data_copy / "practices" / "SOTA-017.yaml", "status: Active", "status: Rejected")
+    assert build(data_copy, store).incremental == 1
+    after_one = _manifest(store)
+    second = after_one["fingerprint"]
+    practice = after_one["lineage"][first]
+    assert list(after_one["lineage"]) == [first]
+    assert practice["identifiers"] == ["SOTA-017"]  # not the title, summary or any other literal
+    assert practice["subjects"] == [f"{ID}SOTA-017", f"{ID}SOTA-017-v1", f"{ID}SOTA-017-v2"]
+    assert practice["links"]["http://purl.org/spar/cito/cites"] == [f"{ID}LIT-016"]
+    assert set(practice) == {"subjects", "links", "identifiers"}
+
+    _edit(data_copy / "papers" / "LIT-004.yaml", "year: 2016", "year: 1999")
+    assert build(data_copy, store).incremental == 1
+    lineage = _manifest(store)["lineage"]
+    assert list(lineage) == [second, first]
+    paper = lineage[second]
+    assert paper == {
+        "subjects": [f"{ID}LIT-004"],
+        "links": {"http://www.w3.org/1999/02/22-rdf-syntax-ns#type": ["https://w3id.org/sotakg/ontology#Paper"]},
+        "identifiers": ["LIT-004"],
+    }
+    both = lineage[first]
+    assert both["subjects"] == sorted({*practice["subjects"], *paper["subjects"]})
+    assert both["identifiers"] == ["LIT-004", "SOTA-017"]
+    predicates = sorted({*practice["links"], *paper["links"]})
+    assert both["links"] == {
+        predicate: sorted({*practice["links"].get(predicate, []), *paper["links"].get(predicate, [])})
+        for predicate in predicates
+    }
+
+
+def _lineage_of(manifest: dict) -> dict:
+    return build_module._lineage(manifest, set())
+
+
+def test_the_lineage_keeps_the_last_builds_only():
+    """A generation remembers LINEAGE_DEPTH builds: its own change and the newest earlier entries."""
+    earlier = {f"earlier-{n}": {"subjects": [f"s{n}"]} for n in range(12)}
+    lineage = _lineage_of({"fingerprint": "current", "lineage": earlier})
+    assert list(lineage) == ["current", *list(earlier)[: build_module.LINEAGE_DEPTH - 1]]
+    assert len(lineage) == build_module.LINEAGE_DEPTH
+
+
+def test_an_earlier_entry_under_the_current_fingerprint_does_not_replace_its_own():
+    """Data back to a state it had: the entry the current fingerprint already has (this build's
+    change) stays as this build made it; an entry that is not a mapping is dropped."""
+    quad = Quad(NamedNode(f"{ID}X"), NamedNode(IDENTIFIER), Literal("X"), DefaultGraph())
+    manifest = {"fingerprint": "f", "lineage": {"f": {"subjects": ["old"], "identifiers": ["OLD"]}, "g": ["x"]}}
+    assert build_module._lineage(manifest, {quad}) == {"f": {"subjects": [f"{ID}X"], "links": {}, "identifiers": ["X"]}}
+
+
+# ------------------------------------------------------------------------------------------ read_data
+
+
+def test_read_data_hashes_every_file_against_the_current_build(data_copy, tmp_path):
+    """read_data's snapshot is taken against the store's current generation and holds every file's
+    hash, also when nothing changed since that build (so the build it is given needs no scan)."""
+    import hashlib
+
+    store = tmp_path / "store"
+    build(data_copy, store)
+    data = build_module.read_data(data_copy, store)
+    snapshot = data.snapshot
+    assert snapshot.against == _generation(store).name
+    assert snapshot.changed == set() and snapshot.removed == set()
+    files = sorted(str(path.relative_to(data_copy)) for path in data_copy.rglob("*.yaml"))
+    assert sorted(snapshot.hashes) == files
+    for rel in files:
+        assert snapshot.hashes[rel] == hashlib.sha256((data_copy / rel).read_bytes()).hexdigest()
+    assert len(data.anthology.records) == len(files)
+
+
+# ------------------------------------------------------------------------------------------ restated
+
+
+@pytest.fixture
+def table(tmp_path: Path):
+    """A source table holding practice X (two versions), practice A and paper X-v1 (an id a build
+    refuses, but a table sotakg did not write may say anything)."""
+    generation = tmp_path / "generation"
+    generation.mkdir()
+    created = SourceTable.create(generation)
+    created.put_records(
+        build_module._record_row(rel, record)
+        for rel, record in [
+            ("practices/A.yaml", Record("practice", "A", {"id": "A", "title": "First"}, "practices/A.yaml", 1)),
+            ("practices/X.yaml", PRACTICE_X),
+        ]
+    )
+    created.commit()
+    yield created
+    created.close()
+
+
+PRACTICE_X = Record("practice", "X", {"id": "X", "version": 2, "title": "Ex"}, "practices/X.yaml", 1, {"title": 3})
+
+
+def test_restated_finds_what_an_untouched_practice_states_about_its_version(table):
+    """A version subject ``<id>-vN`` is looked up by its practice's subject too; only the quads
+    whose subject was asked for are returned, and a touched row listed first does not end the search."""
+    version = f"{ID}X-v1"
+    expected = {quad for quad in _quads(PRACTICE_X) if quad.subject.value == version}
+    assert len(expected) == 3  # its type, its number, the practice it is a version of
+    assert build_module._restated(table, {"practices/A.yaml"}, {f"{ID}A", version}) == expected
+    assert build_module._restated(table, {"practices/X.yaml"}, {version}) == set()
+
+
+def test_restated_finds_what_an_untouched_record_states_about_its_own_subject(table):
+    """A subject asked for is the subject of an untouched record: its own quads come back."""
+    own = {quad for quad in _quads(PRACTICE_X) if quad.subject.value == f"{ID}X"}
+    assert build_module._restated(table, set(), {f"{ID}X"}) == own
+
+
+# ------------------------------------------------------------------------------------------ small helpers
+
+
+def test_a_subject_that_is_not_an_iri_is_given_as_text():
+    """_subject_text: an IRI's value, a blank node as N-Triples text (``_:b1``)."""
+    predicate = NamedNode(TITLE)
+    assert build_module._subject_text(Quad(NamedNode(f"{ID}X"), predicate, Literal("t"))) == f"{ID}X"
+    assert build_module._subject_text(Quad(BlankNode("b1"), predicate, Literal("t"))) == "_:b1"
+
+
+def test_ontology_quads_are_those_the_ontology_states_too():
+    """_ontology_quads keeps exactly the given quads the shipped ontology states, and none of others."""
+    stated = next(iter(parse(path=str(ontology_path()), format=RdfFormat.TURTLE)))
+    own = Quad(NamedNode(f"{ID}X"), NamedNode(IDENTIFIER), Literal("X"), DefaultGraph())
+    assert build_module._ontology_quads([stated, own]) == {stated}
+    assert build_module._ontology_quads([own]) == set()
+    assert build_module._ontology_quads([]) == set()
+
+
+# ------------------------------------------------------------------------------------------ clashes
+
+
+def test_a_topic_may_share_its_id_with_a_practice_in_an_incremental_build(data_copy, tmp_path):
+    """Topics have an identifier space of their own: a new topic named like a practice is no clash."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    (data_copy / "topics" / "SOTA-017.yaml").write_text("id: SOTA-017\nlabel: Same id as a practice\n")
+    report = build(data_copy, store)
+    assert report.incremental == 1
+    assert report.counts["topic"] == 2 and report.counts["practice"] == 42
+
+
+def test_a_duplicate_id_is_reported_from_the_changed_file_alone(data_copy, tmp_path, monkeypatch):
+    """A new file reusing an unchanged record's id: the incremental build names the clash as a full
+    read would, reading only the new file (no fall back to reading the whole folder)."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    (data_copy / "practices" / "ZZZ-copy.yaml").write_text(
+        (data_copy / "practices" / "SOTA-017.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    read = _reads(monkeypatch)
+    with pytest.raises(DataError) as raised:
+        build(data_copy, store)
+    assert read == ["ZZZ-copy.yaml"]
+    clash = [problem for problem in raised.value.problems if problem.rule == "id-unique"]
+    assert len(clash) == 1 and clash[0].file.endswith("ZZZ-copy.yaml")
+    assert f"is also used by {data_copy}/practices/SOTA-017.yaml:1;" in clash[0].message
+
+
+# ------------------------------------------------------------------------------------------ reserved ids
+
+
+def _paper(data: Path, paper_id: str) -> None:
+    (data / "papers" / f"{paper_id}.yaml").write_text(f"id: {paper_id}\nauthors: Someone\nyear: 2016\n")
+
+
+def _practice_copy(data: Path, practice_id: str) -> None:
+    text = (data / "practices" / "SOTA-017.yaml").read_text(encoding="utf-8")
+    (data / "practices" / f"{practice_id}.yaml").write_text(text.replace("SOTA-017", practice_id), encoding="utf-8")
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    read: list[str] = []
+    reading = schema.read_record
+
+    def counting(path: Path, *args, **kwargs):
+        read.append(Path(path).name)
+        return reading(path, *args, **kwargs)
+
+    monkeypatch.setattr(schema, "read_record", counting)
+    return read
+
+
+@pytest.mark.parametrize(
+    ("before", "change", "changed"),
+    [
+        # A new paper named like a version of an unchanged practice.
+        (None, lambda data: _paper(data, "SOTA-017-v1"), ["SOTA-017-v1.yaml"]),
+        # A new practice whose version an unchanged paper is named like.
+        (lambda data: _paper(data, "SOTA-099-v1"), lambda data: _practice_copy(data, "SOTA-099"), ["SOTA-099.yaml"]),
+    ],
+    ids=["new-record-names-a-version", "new-practice-owns-an-old-id"],
+)
+def test_a_reserved_id_is_reported_as_a_full_read_would_from_the_changed_files(
+    data_copy, tmp_path, monkeypatch, before, change, changed
+):
+    """An id that is the IRI of a version of a practice, where a changed record is involved, is
+    refused with the full read's problem (the other record's file shown as a full read shows it),
+    reading only the changed files."""
+    if before is not None:
+        before(data_copy)
+    store = tmp_path / "store"
+    build(data_copy, store)
+    change(data_copy)
+    with pytest.raises(DataError) as full:
+        build(data_copy, tmp_path / "full")
+    read = _reads(monkeypatch)
+    with pytest.raises(DataError) as incremental:
+        build(data_copy, store)
+    assert read == changed
+    assert incremental.value.problems == full.value.problems
+    assert [problem.rule for problem in full.value.problems] == ["id-unique"]
+
+
+def test_from_inside_the_data_folder_files_are_shown_without_a_prefix(data_copy, tmp_path, monkeypatch):
+    """Run from the data folder itself (``--data .``), the other record's file in a problem is shown
+    as a full read shows it: ``practices/SOTA-017.yaml``, not ``./practices/SOTA-017.yaml``."""
+    monkeypatch.chdir(data_copy)
+    store = tmp_path / "store"
+    build(Path("."), store)
+    _paper(data_copy, "SOTA-017-v1")
+    with pytest.raises(DataError) as full:
+        build(Path("."), tmp_path / "full")
+    with pytest.raises(DataError) as incremental:
+        build(Path("."), store)
+    assert incremental.value.problems == full.value.problems
+    assert "(practices/SOTA-017.yaml:1;" in incremental.value.problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("before", "change"),
+    [
+        # A version-like id of a paper's id: only practices have versions.
+        (None, lambda data: _paper(data, "LIT-004-v1")),
+        # The practice goes in the same change as the record named like its version comes.
+        (None, lambda data: [(data / "practices" / "SOTA-017.yaml").unlink(), _paper(data, "SOTA-017-v1")]),
+        # The record named like the new practice's version goes in the same change.
+        (
+            lambda data: _paper(data, "SOTA-099-v1"),
+            lambda data: [(data / "papers" / "SOTA-099-v1.yaml").unlink(), _practice_copy(data, "SOTA-099")],
+        ),
+    ],
+    ids=["version-of-a-paper", "practice-removed", "old-record-removed"],
+)
+def test_an_id_that_names_no_version_of_a_practice_now_is_built_incrementally(data_copy, tmp_path, before, change):
+    """What a removed file or a paper said does not make an id reserved: the change is applied."""
+    if before is not None:
+        before(data_copy)
+    store = tmp_path / "store"
+    build(data_copy, store)
+    change(data_copy)
+    report = build(data_copy, store)
+    assert report.incremental is not None and report.incremental >= 1
+    assert report.counts == build(data_copy, tmp_path / "full").counts
+
+
+# ------------------------------------------------------------------------------------------ applying a change
+
+
+def _tamper_manifest(store: Path, change) -> None:
+    path = _generation(store) / MANIFEST
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    change(manifest)
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda manifest: manifest.update(triples="many"),
+        lambda manifest: manifest.pop("triples"),
+        lambda manifest: manifest.pop("counts"),
+        lambda manifest: manifest["counts"].pop("practice"),
+        lambda manifest: manifest["counts"].pop("adr"),
+    ],
+    ids=["triples-not-a-number", "no-triples", "no-counts", "no-count-of-the-changed-kind", "no-count-of-another-kind"],
+)
+def test_a_manifest_sotakg_did_not_write_gives_way_to_a_full_build(data_copy, tmp_path, monkeypatch, tamper):
+    """A manifest whose counts cannot be carried on (not a number, missing) is found out once the
+    copy is made: the new generation is emptied down to its marker, whatever order its folder lists
+    its entries in, and built in full with the right counts (not counted on from nothing)."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    _tamper_manifest(store, tamper)
+    _edit(data_copy / "practices" / "SOTA-017.yaml", "status: Active", "status: Rejected")
+    listing = Path.iterdir
+
+    def marker_first(self: Path):
+        return iter(sorted(listing(self), key=lambda entry: entry.name != GENERATION_MARKER))
+
+    monkeypatch.setattr(Path, "iterdir", marker_first)
+    report = build(data_copy, store)
+    assert report.rebuilt and report.incremental is None
+    assert (report.triples, report.counts) == (SHIPPED_TRIPLES, SHIPPED_COUNTS)
+    assert len(_stored(store)) == SHIPPED_TRIPLES
+    manifest = _manifest(store)
+    assert (manifest["triples"], manifest["counts"]) == (SHIPPED_TRIPLES, SHIPPED_COUNTS)
+
+
+def test_a_triple_an_unchanged_record_still_states_stays(data_copy, tmp_path):
+    """A triple the change takes out stays when a record outside the change states it too: here a
+    second registry row (a table sotakg did not write; no id clash) still states the old title."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    with sqlite3.connect(_generation(store) / SOURCE_TABLE) as connection:
+        row = connection.execute("SELECT * FROM records WHERE kind = 'registry'").fetchone()
+        connection.execute(
+            "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", ("old/registry.yaml", row[1], "old-registry", *row[3:])
+        )
+    connection.close()
+    _edit(data_copy / "registry.yaml", "title: Topics", "title: Topic scheme")
+    report = build(data_copy, store)
+    assert report.incremental == 1
+    titles = {
+        quad.object.value
+        for quad in _stored(store)
+        if quad.subject == NamedNode(TOPIC_SCHEME_IRI) and quad.predicate == NamedNode(TITLE)
+    }
+    assert titles == {"Topics", "Topic scheme"}
+    assert report.triples == SHIPPED_TRIPLES + 1 == len(_stored(store))
+
+
+def test_only_regular_files_are_carried_to_the_next_generation(data_copy, tmp_path):
+    """Carried files (``carry-*``) are copied on; a folder or a link so named is left behind."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    current = _generation(store)
+    outside = tmp_path / "outside.json"
+    outside.write_text("not the store's", encoding="utf-8")
+    (current / "carry-kept.json").write_text("kept", encoding="utf-8")
+    (current / "carry-folder").mkdir()
+    (current / "carry-link").symlink_to(outside)
+    _edit(data_copy / "practices" / "SOTA-017.yaml", "status: Active", "status: Rejected")
+    assert build(data_copy, store).incremental == 1
+    carried = sorted(entry.name for entry in _generation(store).glob("carry-*"))
+    assert carried == ["carry-kept.json"]
+    assert (_generation(store) / "carry-kept.json").read_text(encoding="utf-8") == "kept"
+
+
+def test_a_copied_source_table_that_cannot_be_opened_is_an_error_and_the_store_stays(data_copy, tmp_path, monkeypatch):
+    """The copy of a table just opened cannot fail to open: if it does, the build stops saying so
+    (not a silent full build), and the current generation is left as it was."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    before = _generation(store)
+    opening = SourceTable.open
+
+    def no_writable(generation: Path, writable: bool = False):
+        return None if writable else opening(generation, writable)
+
+    monkeypatch.setattr(SourceTable, "open", staticmethod(no_writable))
+    _edit(data_copy / "practices" / "SOTA-017.yaml", "status: Active", "status: Rejected")
+    with pytest.raises(AssertionError, match="^the copied source table cannot be opened$"):
+        build(data_copy, store)
+    assert _generation(store) == before
+
+
+# ------------------------------------------------------------------------------------------ planning
+
+
+def _edit_practices(data: Path, count: int) -> None:
+    for path in sorted((data / "practices").glob("*.yaml"))[:count]:
+        _edit(path, "title: ", "title: Edited ")
+
+
+@pytest.mark.parametrize(("changed", "incremental"), [(16, 16), (17, None)])
+def test_at_most_sixteen_changed_files_of_a_small_folder_are_applied_incrementally(
+    data_copy, tmp_path, changed, incremental
+):
+    """The share of changed files past which a build loads everything: 10%, but never under 16 files
+    (the shipped folder has 65: 16 changed files are applied, 17 are not)."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    _edit_practices(data_copy, changed)
+    report = build(data_copy, store)
+    assert report.incremental == incremental
+    assert report.triples == len(_stored(store)) == build(data_copy, tmp_path / "full").triples
+
+
+@pytest.mark.parametrize("case", ["other-base", "no-database"])
+def test_a_current_generation_of_another_base_or_without_its_database_is_built_in_full(data_copy, tmp_path, case):
+    """An incremental build needs the current generation made on the same base (sotakg version and
+    ontology) and its database there; otherwise the change is built in full."""
+    import shutil
+
+    from sotakg.graph.store import DATABASE
+
+    store = tmp_path / "store"
+    build(data_copy, store)
+    if case == "other-base":
+        _tamper_manifest(store, lambda manifest: manifest.update(base="another sotakg"))
+    else:
+        shutil.rmtree(_generation(store) / DATABASE)
+    _edit(data_copy / "practices" / "SOTA-017.yaml", "status: Active", "status: Rejected")
+    report = build(data_copy, store)
+    assert report.rebuilt and report.incremental is None
+    assert report.triples == SHIPPED_TRIPLES == len(_stored(store))
+
+
+# ------------------------------------------------------------------------------------------ source table
+
+
+def _row(rel: str = "practices/X.yaml", kind: str = "practice", lines: str = '{"title": 3}') -> tuple:
+    return (rel, kind, "X", f"{ID}X", 1, lines, '{"id": "X", "title": "Ex"}')
+
+
+def test_a_record_comes_back_from_its_row_with_its_file_and_lines():
+    """record_from_row: the file as stored (no prefix unless given one) and the line of each field."""
+    record = build_module.record_from_row(_row())
+    assert (record.kind, record.id, record.file, record.line) == ("practice", "X", "practices/X.yaml", 1)
+    assert record.fields == {"id": "X", "title": "Ex"} and record.lines == {"title": 3}
+    assert build_module.record_from_row(_row(), "data/").file == "data/practices/X.yaml"
+
+
+@pytest.mark.parametrize(
+    "row", [_row(kind="poem"), _row(lines='{"title": "three"}')], ids=["unknown-kind", "line-not-a-number"]
+)
+def test_a_row_sotakg_did_not_write_is_refused_naming_its_file(row):
+    """Each check stands on its own: a row with a kind sotakg does not know is refused even when its
+    lines are well formed, and the refusal names the row's file."""
+    with pytest.raises(ValueError, match="^a source table row that sotakg did not write: 'practices/X.yaml'$"):
+        build_module.record_from_row(row)
+
+
+def test_records_that_do_not_match_the_record_files_are_not_written(data_copy, tmp_path):
+    """_write_source_table refuses records that are not one a record file, saying so."""
+    from sotakg.graph.store import snapshot
+
+    scanned = snapshot(data_copy, None, need_hashes=True)
+    records = build_module._read_records(data_copy, scanned).records
+    generation = tmp_path / "generation"
+    generation.mkdir()
+    with pytest.raises(AssertionError, match="^records do not match the record files$"):
+        build_module._write_source_table(generation, scanned, records[:-1])
+
+
+# ------------------------------------------------------------------------------------------ swapping
+
+
+def test_the_link_swapped_in_has_a_fresh_name_even_for_a_store_named_like_a_generation(
+    data_copy, tmp_path, monkeypatch
+):
+    """The temporary link's name ends with the new generation's own token (the last ``.gen-`` part),
+    so it is unpredictable and, left by a build killed before the swap, the next build removes it."""
+    import os
+
+    (tmp_path / "work").mkdir()
+    store = tmp_path / "work" / "store.gen-0"
+    planted = tmp_path / "work" / "store.gen-0.link-0"
+    planted.write_text("not sotakg's", encoding="utf-8")
+    build(data_copy, store)  # the name the first ``.gen-`` part would give is taken: not used
+    assert planted.read_text(encoding="utf-8") == "not sotakg's"
+    replacing = os.replace
+
+    def killed_at_the_swap(source, target, *args, **kwargs):
+        if ".link-" in os.fspath(source):
+            raise KeyboardInterrupt
+        return replacing(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", killed_at_the_swap)
+    with pytest.raises(KeyboardInterrupt):
+        build(data_copy, store, force=True)
+    monkeypatch.setattr(os, "replace", replacing)
+    half_made = [entry for entry in (tmp_path / "work").iterdir() if entry.is_symlink() and ".link-" in entry.name]
+    assert len(half_made) == 1
+    build(data_copy, store, force=True)
+    assert not any(entry.is_symlink() and ".link-" in entry.name for entry in (tmp_path / "work").iterdir())
+    assert planted.exists()
