@@ -102,63 +102,6 @@ def test_exactly_max_affected_nodes_are_still_validated_partially():
     assert incremental.affected_nodes(Store(), changes) == set(nodes)
 
 
-# ------------------------------------------------------------------------------------- context graph
-
-
-def test_context_holds_the_statements_of_the_affected_their_neighbours_and_identifier_namesakes_only():
-    a, b, p, q, r, c, y, z, u = (X + name for name in "abpqrcyzu")
-    own = [(a, v.TITLE, Literal("t")), (a, v.IDENTIFIER, Literal("A")), (a, v.CITES, p)]
-    linked = [(p, v.TITLE, Literal("p")), (p, v.CITES, r)]  # the node it links to (and its link on)
-    linking = [(b, v.CITES, a), (b, v.IDENTIFIER, Literal("B"))]  # a node linking to it
-    namesake = [(q, v.IDENTIFIER, Literal("A"))]  # another holder of its identifier
-    others = [
-        (r, v.TITLE, Literal("r")),  # two links away
-        (c, v.TITLE, Literal("t")),  # the same title: not a shared literal
-        (z, v.TITLE, Literal("A")),  # its identifier's text under another predicate
-        (y, v.IDENTIFIER, Literal("Y")),  # another identifier
-        (u, v.CITES, p),  # links to a neighbour, not to it
-    ]
-    store = _store(*own, *linked, *linking, *namesake, *others)
-    ontology = _statements(incremental.context_graph(Store(), set()))
-    expected = _statements(_store(*own, *linked, *linking, *namesake))
-    assert ontology and not ontology & expected
-    assert _statements(incremental.context_graph(store, {a})) == ontology | expected
-
-
-def test_context_holds_the_own_statements_of_a_node_without_identifier():
-    version, practice = X + "p-v1", X + "p"
-    own = [(version, v.VERSION_NUMBER, Literal("1")), (version, v.IS_VERSION_OF, practice)]
-    store = _store(*own, (practice, v.TITLE, Literal("p")))
-    ontology = _statements(incremental.context_graph(Store(), set()))
-    expected = _statements(_store(*own, (practice, v.TITLE, Literal("p"))))
-    assert _statements(incremental.context_graph(store, {version})) == ontology | expected
-
-
-def test_context_leaves_out_statements_in_named_graphs():
-    a, m, n, w, t = (X + name for name in "amnwt")
-    store = _store(
-        (a, v.TITLE, Literal("a")),
-        (n, v.TITLE, Literal("n")),
-        (m, v.TITLE, Literal("m")),
-        (w, v.TITLE, Literal("w")),
-        (t, v.TITLE, Literal("t")),
-    )
-    _add(
-        store,
-        (a, v.SUMMARY, Literal("named")),
-        (a, v.CITES, n),
-        (m, v.CITES, a),
-        (a, v.IDENTIFIER, Literal("A2")),
-        (w, v.IDENTIFIER, Literal("A2")),
-        graph=NAMED,
-    )
-    _add(store, (t, v.IDENTIFIER, Literal("A2")), (a, v.IDENTIFIER, Literal("A")))
-    _add(store, (t, v.IDENTIFIER, Literal("A")), graph=NAMED)
-    ontology = _statements(incremental.context_graph(Store(), set()))
-    expected = _statements(_store((a, v.TITLE, Literal("a")), (a, v.IDENTIFIER, Literal("A"))))
-    assert _statements(incremental.context_graph(store, {a})) == ontology | expected
-
-
 # ------------------------------------------------------------------------- stored results and reuse
 
 
@@ -178,8 +121,8 @@ def _current(store: Path) -> tuple[Store, Path]:
     return open_read_only(StoreLayout(store)), generation
 
 
-def _run(graph: Store) -> list[RawResult]:
-    return ENGINES[DEFAULT_ENGINE](graph, shapes_paths())
+def _run(graph: Store, focus: set[str] | None) -> list[RawResult]:
+    return ENGINES[DEFAULT_ENGINE](graph, shapes_paths(), None, focus)
 
 
 KEY = incremental.cache_key(DEFAULT_ENGINE, shapes_paths())
@@ -225,7 +168,7 @@ def test_a_lineage_entry_sotakg_did_not_write_means_a_full_validation(shipped: t
     (generation / MANIFEST).write_text(json.dumps(manifest))
     results, checked = _validate(store)
     assert checked is None
-    assert _sorted(results) == _sorted(_run(_current(store)[0]))
+    assert _sorted(results) == _sorted(_run(_current(store)[0], None))
     assert any(r.focus == v.ID + "SOTA-017" and r.path == v.HAS_STATUS for r in results)
 
 
@@ -238,7 +181,7 @@ def test_stored_results_about_blank_nodes_are_not_reused(shipped: tuple[Path, Pa
     _findings_file(store).write_text(json.dumps({**stored, "results": stored["results"] + blank}))
     results, checked = _validate(store)
     assert checked is None
-    assert _sorted(results) == _sorted(_run(_current(store)[0]))
+    assert _sorted(results) == _sorted(_run(_current(store)[0], None))
 
 
 def test_removing_a_cited_paper_rechecks_the_practices_citing_it(tmp_path: Path):

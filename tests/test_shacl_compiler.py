@@ -32,7 +32,8 @@ def store_of(turtle: str) -> Store:
 
 
 class CountingStore:
-    """A store that counts the queries run on it (the compiler only calls ``query``)."""
+    """A store that counts the queries run on it (the compiler calls ``query``, and
+    ``quads_for_pattern`` to walk from a few chosen nodes)."""
 
     def __init__(self, store: Store):
         self.store = store
@@ -41,6 +42,9 @@ class CountingStore:
     def query(self, text: str, **options):
         self.queries.append(text)
         return self.store.query(text, **options)
+
+    def quads_for_pattern(self, *pattern):
+        return self.store.quads_for_pattern(*pattern)
 
 
 def many_practices(count: int) -> Store:
@@ -514,6 +518,40 @@ def test_cycles_found_in_one_pass_are_exactly_what_the_sparql_query_finds(edges,
     assert not any("+" in query for query in counted.queries)
     reference = validate(data, cycle_shapes(CYCLE_REFERENCE.replace("ex:p", path), target))
     assert cycle_findings(fast) == cycle_findings(reference)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(NODES), st.sampled_from(["ex:p", "ex:q"]), st.sampled_from([*NODES, '"lit"'])),
+        max_size=12,
+    ),
+    st.sampled_from(["sh:targetSubjectsOf ex:p", "sh:targetNode ex:a, ex:c, ex:z, 'lit'", "sh:targetObjectsOf ex:q"]),
+    st.sampled_from(["ex:p", "(ex:p|^ex:q)", "(^ex:q)", "(ex:q|ex:p)"]),
+    st.sets(st.sampled_from(["a", "b", "c", "d", "z", "lit"])),
+    st.sampled_from([0, 1, 3, 20_000]),
+)
+@settings(max_examples=200, deadline=None)
+def test_cycles_of_chosen_focus_nodes_are_what_the_sparql_query_finds_for_them(
+    edges, target, path, chosen, budget
+) -> None:
+    """A focused validation walks from each chosen node (or, past the walk's budget, reads the steps
+    once, as a whole validation does) and finds exactly the chosen nodes the query finds."""
+    from sotakg.rules import shacl_compiler
+
+    data = store_of("".join(f"{s} {p} {o} .\n" for s, p, o in edges) + "ex:a ex:r ex:b .\n")
+    focus = [Literal("lit") if name == "lit" else NamedNode("http://example.org/" + name) for name in sorted(chosen)]
+    before = shacl_compiler.CYCLE_WALK_BUDGET
+    shacl_compiler.CYCLE_WALK_BUDGET = budget
+    try:
+        counted = CountingStore(data)
+        compiled = compile_shapes(cycle_shapes(CYCLE_QUERY.replace("ex:p", path), target))
+        focused = compiled.validate(counted, focus=focus)  # type: ignore[arg-type]
+    finally:
+        shacl_compiler.CYCLE_WALK_BUDGET = before
+    assert not any("+" in query for query in counted.queries)
+    reference = validate(data, cycle_shapes(CYCLE_REFERENCE.replace("ex:p", path), target))
+    expected = [finding for finding in cycle_findings(reference) if finding[0] in {str(term) for term in focus}]
+    assert cycle_findings(focused) == expected
 
 
 def test_cycles_agree_with_pyshacl() -> None:

@@ -32,6 +32,7 @@ from ..errors import StoreBusy, StoreError
 from ..records.sources import (
     FOLDER_KINDS,
     MAX_FOLDER_DEPTH,
+    RECORD_SUFFIXES,
     SourceFile,
     atomic_write_text,
     display_path,
@@ -452,6 +453,16 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
             for entry in os.scandir(descriptor):
                 name = entry.name
                 if name[0] == ".":
+                    continue
+                if relative and name.endswith(RECORD_SUFFIXES) and name.isascii():
+                    # The common case, a record file in a record folder, without the calls below
+                    # (a third of the scan's time at 126,000 files): an ASCII name needs no
+                    # escaping, and a record name is neither walked nor refused as a folder.
+                    try:
+                        info = entry.stat()
+                    except OSError:
+                        info = entry.stat(follow_symlinks=False)
+                    stats[base + name] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
                     continue
                 escaped = escaped_name(name)
                 if escaped is not None:  # refused by name, never read

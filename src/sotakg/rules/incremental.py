@@ -3,8 +3,8 @@
 After each validation the raw results are stored with the generation (a ``carry-`` file, which an
 incremental build carries on to the next generation). The manifest's lineage says what changed since
 an earlier build: when the stored results are of such a build, only the focus nodes the change can
-affect are validated again, on a small graph that holds everything their rules look at, and the
-stored results of every other node are kept.
+affect are validated again (on the whole graph, so their rules see everything they look at, but with
+those nodes as the only targets), and the stored results of every other node are kept.
 
 Which nodes a change can affect follows from what the shipped rules look at (TARGET_LINKS, CHAIN_LINKS,
 SHARED_LITERALS):
@@ -106,14 +106,15 @@ def results_for_generation(
     store: Store,
     generation: Path,
     key: str,
-    run: Callable[[Store], list[R]],
+    run: Callable[[Store, set[str] | None], list[R]],
     result_type: Callable[..., R],
     partial: bool = True,
 ) -> tuple[list[R], int | None]:
     """The raw results of ``run`` over ``store`` (the graph of ``generation``), and how many focus
     nodes were validated again (None: a full run; 0: every stored result reused). ``key`` names the
     engine and shapes (cache_key); ``partial`` allows re-checking only what changed (the shapes are
-    the shipped ones, whose dependencies this module knows)."""
+    the shipped ones, whose dependencies this module knows). ``run(graph, focus)`` validates
+    ``graph``: every node when ``focus`` is None, else at least the focus nodes of ``focus``."""
     manifest = read_manifest(generation)
     fingerprint = manifest.get("fingerprint")
     path = generation / f"{FINDINGS_PREFIX}{key}.json"
@@ -131,11 +132,12 @@ def results_for_generation(
         except (TypeError, ValueError, AttributeError):  # a lineage sotakg did not write: check everything
             affected = None
         if affected is not None and not any(r.focus.startswith("_:") for r in stored[1]):
-            fresh = [r for r in run(context_graph(store, affected)) if r.focus in affected]
+            # On the whole graph, so the rules see all they look at; only the affected targets.
+            fresh = [r for r in run(store, affected) if r.focus in affected]
             results = [r for r in stored[1] if r.focus not in affected] + fresh
             checked = len(affected)
     if results is None:
-        results = run(store)
+        results = run(store, None)
     if isinstance(fingerprint, str):
         _write_stored(path, fingerprint, results)
     return results, checked
@@ -204,38 +206,6 @@ def affected_nodes(store: Store, changes: dict[str, Any]) -> set[str] | None:
     return affected
 
 
-def context_graph(store: Store, affected: set[str]) -> Store:
-    """An in-memory graph with everything the rules of the ``affected`` nodes look at: the ontology,
-    their statements, the statements of the nodes they link to and of the nodes linking to them, and
-    the other holders of their identifiers."""
-    from pyoxigraph import DefaultGraph, NamedNode, Quad, RdfFormat
-    from pyoxigraph import Store as MemoryStore
-
-    from ..resources import ontology_path
-
-    graph = DefaultGraph()
-    shared = {NamedNode(p) for p in SHARED_LITERALS}
-    context = MemoryStore()
-    context.load(path=str(ontology_path()), format=RdfFormat.TURTLE)
-    subjects: set[Any] = set()
-    for value in affected:
-        node = NamedNode(value)
-        subjects.add(node)
-        for quad in store.quads_for_pattern(node, None, None, graph):
-            if isinstance(quad.object, NamedNode):
-                subjects.add(quad.object)
-            elif quad.predicate in shared:
-                subjects.update(q.subject for q in store.quads_for_pattern(None, quad.predicate, quad.object, graph))
-        subjects.update(q.subject for q in store.quads_for_pattern(None, None, node, graph))
-    context.extend(
-        Quad(q.subject, q.predicate, q.object)
-        for subject in subjects
-        if isinstance(subject, NamedNode)
-        for q in store.quads_for_pattern(subject, None, None, graph)
-    )
-    return context
-
-
 class SourceLocator:
     """Maps focus nodes to the records (and lines) they come from, from a generation's source table
     (the lines kept by the build), without reading the data files again."""
@@ -281,4 +251,4 @@ def shown_prefix(data_dir: Path) -> str:
     return "" if shown == "." else shown + "/"
 
 
-__all__ = ["SourceLocator", "affected_nodes", "context_graph", "results_for_generation", "shown_prefix"]
+__all__ = ["SourceLocator", "affected_nodes", "results_for_generation", "shown_prefix"]

@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 from pyoxigraph import BlankNode, DefaultGraph, Literal, NamedNode, Quad, RdfFormat, Store, Triple, parse
 
@@ -1225,11 +1225,18 @@ class Focus:
         return f"{{ SELECT DISTINCT {projection} WHERE {{ {self.where} }} }}"
 
 
+#: How many nodes a focused validation walks, in all, to find the chosen nodes on a cycle before it
+#: reads every statement of the steps once instead (what a whole validation does).
+CYCLE_WALK_BUDGET = 20_000
+
+
 class _Evaluator:
     """Runs compiled shapes on one store."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, focus: str | None = None):
         self.store = store
+        #: When set, the only focus nodes a target may give: the terms of a VALUES block.
+        self.focus = focus
         self._fresh = 0
         self._failing: dict[tuple[int, str], frozenset[Term]] = {}
         self._subclasses: dict[str, list[str]] = {}
@@ -1274,8 +1281,14 @@ class _Evaluator:
                 pattern, repeats = f"?{self.fresh('subject')} <{text}> ?this .", True
             patterns.append(pattern)
         if len(patterns) == 1:
-            return Focus(patterns[0], simple=not repeats, large=large)
-        return Focus(" UNION ".join(f"{{ {pattern} }}" for pattern in patterns), large=large)
+            focus = Focus(patterns[0], simple=not repeats, large=large)
+        else:
+            focus = Focus(" UNION ".join(f"{{ {pattern} }}" for pattern in patterns), large=large)
+        if self.focus is None:
+            return focus
+        # The chosen nodes first, so that the store starts from them and looks each one up; each is
+        # listed once, so the join repeats none, and the focus is no longer large.
+        return Focus(f"VALUES ?this {{ {self.focus} }} {{ {focus.where} }}", simple=focus.simple, large=False)
 
     def fresh(self, stem: str) -> str:
         self._fresh += 1
@@ -1623,7 +1636,21 @@ class _Evaluator:
     def cycle_rows(self, steps: tuple[tuple[str, bool], ...], focus: Focus) -> Iterator[dict[str, Term]]:
         """The solutions of ``SELECT $this WHERE { $this (P|^Q|...)+ $this }`` over ``focus`` (``steps``:
         P, Q, ... and whether each is inverse), in time linear in the graph: the focus nodes, once each,
-        that lie on a cycle of the steps. Their statements are read once, whatever the focus."""
+        that lie on a cycle of the steps. Their statements are read once, whatever the focus; for a
+        few chosen focus nodes, only what can be reached from each is walked (see reaches_itself)."""
+        if self.focus is not None:
+            nodes = [row["this"] for row in self.select(f"SELECT DISTINCT ?this WHERE {{ {focus.subquery()} }}")]
+            budget = [CYCLE_WALK_BUDGET]
+            found = []
+            for chosen in nodes:
+                verdict = self.reaches_itself(chosen, steps, budget)
+                if verdict is None:  # the chains are too long to walk from each node: the one pass below
+                    break
+                if verdict:
+                    found.append(chosen)
+            else:
+                yield from ({"this": chosen} for chosen in found)
+                return
         edges: list[tuple[Term, Term]] = []
         for predicate, inverse in steps:
             for row in self.select(f"SELECT ?s ?o WHERE {{ ?s <{predicate}> ?o }}"):
@@ -1635,6 +1662,35 @@ class _Evaluator:
             node = row.get("this")
             if node is not None and node in cyclic:
                 yield {"this": node}
+
+    def reaches_itself(self, start: Term, steps: tuple[tuple[str, bool], ...], budget: list[int]) -> bool | None:
+        """Whether a path of one or more ``steps`` leads from ``start`` back to it, walking the default
+        graph from ``start``; None once more than ``budget[0]`` nodes have been reached (the budget
+        is shared by the calls of one constraint)."""
+        graph = DefaultGraph()
+        links = [(NamedNode(predicate), inverse) for predicate, inverse in steps]
+        reached: set[Any] = set()
+        pending: list[Any] = [start]
+        while pending:
+            node = pending.pop()
+            for predicate, inverse in links:
+                following: list[Any]
+                if inverse:
+                    following = [q.subject for q in self.store.quads_for_pattern(None, predicate, node, graph)]
+                elif not isinstance(node, Literal):
+                    following = [q.object for q in self.store.quads_for_pattern(node, predicate, None, graph)]
+                else:  # a literal has no statements of its own
+                    continue
+                for neighbour in following:
+                    if neighbour == start:
+                        return True
+                    if neighbour not in reached:
+                        reached.add(neighbour)
+                        pending.append(neighbour)
+                        budget[0] -= 1
+                        if budget[0] < 0:
+                            return None
+        return False
 
     def ask(self, shape: Shape, constraint: Constraint, focus: Focus) -> list[ValidationResult]:
         """An ASK validator of a constraint component, over all value nodes at once."""
@@ -1681,10 +1737,26 @@ class CompiledShapes:
         self.targeted = sorted((s for s in shapes if s.targets), key=lambda s: s.name)
         self.last_query_count = 0
 
-    def validate(self, data: Store, progress: Callable[[int, int, str], None] | None = None) -> ValidationReport:
+    def validate(
+        self,
+        data: Store,
+        progress: Callable[[int, int, str], None] | None = None,
+        focus: Iterable[NamedNode | Literal] | None = None,
+    ) -> ValidationReport:
         """Validate the default graph of ``data``; results are deduplicated and sorted. ``progress(done,
-        total, shape)`` is told of each targeted shape before it runs, and once more at the end."""
-        evaluator = _Evaluator(data)
+        total, shape)`` is told of each targeted shape before it runs, and once more at the end.
+
+        With ``focus`` (IRIs and literals; a blank node cannot be named in a query), only the targets
+        of the shapes that are among these nodes are validated: each target chosen gets the results
+        a whole validation gives it, and every result is one a whole validation gives (a nested
+        shape's results name the value nodes reached from a chosen target)."""
+        chosen = None
+        if focus is not None:
+            terms = list(dict.fromkeys(focus))
+            if not all(type(term) in (NamedNode, Literal) for term in terms):
+                raise TypeError("focus nodes are NamedNode or Literal terms")
+            chosen = " ".join(map(str, terms))  # the terms' own N-Triples form, valid SPARQL
+        evaluator = _Evaluator(data, chosen)
         found: dict[ValidationResult, str] = {}  # result -> the first targeted shape that produced it
         for done, shape in enumerate(self.targeted):
             if progress is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -259,18 +259,31 @@ def rule_table_markdown(paths: Sequence[Path] | None = None) -> str:
 
 #: ``progress(done, total, step)``: told of each step of a long validation (a progress bar listens).
 Progress = Callable[[int, int, str], None]
-#: An engine runs the shapes files over the store's default graph and returns the raw results; it may
-#: report its progress.
-Engine = Callable[["Store", Sequence[Path], "Progress | None"], list[RawResult]]
+
+
+class Engine(Protocol):
+    """An engine runs the shapes files over the store's default graph and returns the raw results; it
+    may report its progress. With ``focus`` (IRIs) it may validate only those focus nodes (see
+    CompiledShapes.validate); the caller keeps only their results either way."""
+
+    def __call__(
+        self,
+        store: Store,
+        shapes: Sequence[Path],
+        progress: Progress | None = None,
+        focus: Collection[str] | None = None,
+    ) -> list[RawResult]: ...
 
 
 #: Parsed SHACL-SPARQL queries by text, kept for the process (the texts come from the shapes files).
 _PREPARED_QUERIES: dict[tuple[frozenset[str], str], Any] = {}
 
 
-def pyshacl_engine(store: Store, shapes: Sequence[Path], progress: Progress | None = None) -> list[RawResult]:
+def pyshacl_engine(
+    store: Store, shapes: Sequence[Path], progress: Progress | None = None, focus: Collection[str] | None = None
+) -> list[RawResult]:
     """Run the shapes with pySHACL (the reference engine) over the store's default graph (pySHACL
-    reports no progress)."""
+    reports no progress, and validates every node: ``focus`` is not read)."""
     import pyshacl
     import rdflib
     from pyoxigraph import DefaultGraph
@@ -408,10 +421,15 @@ def _rdflib_path_text(graph: Any, node: Any) -> str:
 _COMPILED: dict[tuple[tuple[str, int, int], ...], Any] = {}
 
 
-def sparql_engine(store: Store, shapes: Sequence[Path], progress: Progress | None = None) -> list[RawResult]:
+def sparql_engine(
+    store: Store, shapes: Sequence[Path], progress: Progress | None = None, focus: Collection[str] | None = None
+) -> list[RawResult]:
     """The shapes compiled to SPARQL and run on the store itself, one query per constraint over all
-    focus nodes (sotakg.shacl_compiler). A shape the compiler does not support is never skipped: the
-    whole validation falls back to pySHACL, saying so on standard error."""
+    focus nodes, or over the IRIs of ``focus`` only (sotakg.shacl_compiler). A shape the compiler
+    does not support is never skipped: the whole validation falls back to pySHACL, saying so on
+    standard error."""
+    from pyoxigraph import NamedNode
+
     from ..errors import UnsupportedShape
     from .shacl_compiler import compile_shapes
 
@@ -431,6 +449,7 @@ def sparql_engine(store: Store, shapes: Sequence[Path], progress: Progress | Non
             return pyshacl_engine(store, shapes, progress)
         _COMPILED.clear()
         _COMPILED[key] = compiled
+    focus_nodes = None if focus is None else [NamedNode(iri) for iri in focus]
     return [
         RawResult(
             focus=_oxigraph_node_text(result.focus),
@@ -440,7 +459,7 @@ def sparql_engine(store: Store, shapes: Sequence[Path], progress: Progress | Non
             severity=result.severity,
             message=sorted(result.messages)[0] if result.messages else None,
         )
-        for result in compiled.validate(store, progress).results
+        for result in compiled.validate(store, progress, focus_nodes).results
     ]
 
 
@@ -543,7 +562,7 @@ def _validate_embedded(
         store,
         generation,
         cache_key(engine, paths),
-        lambda graph: run(graph, paths, progress),
+        lambda graph, focus: run(graph, paths, progress, focus),
         RawResult,
         partial=modelled(paths),
     )
