@@ -172,6 +172,47 @@ def test_a_lineage_entry_sotakg_did_not_write_means_a_full_validation(shipped: t
     assert any(r.focus == v.ID + "SOTA-017" and r.path == v.HAS_STATUS for r in results)
 
 
+@pytest.mark.parametrize(
+    "triples, limit",
+    [
+        (None, 1_000),
+        ("many", 1_000),
+        (True, 1_000),
+        (-5, 1_000),
+        (0, 1_000),
+        (100_099, 1_000),
+        (100_100, 1_001),
+        (1_080_000, 10_800),
+        (5_000_000, 50_000),
+        (10**9, 50_000),
+    ],
+)
+def test_the_affected_limit_grows_with_the_graph_between_its_bounds(triples, limit):
+    assert incremental.affected_limit(triples) == limit
+
+
+def test_an_edit_affecting_more_nodes_than_the_graph_pays_for_is_validated_in_full(
+    shipped: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+):
+    data, store = shipped
+    _validate(store)
+    _edit_and_build(data, store)
+    _results, checked = _validate(store)
+    assert checked is not None and checked > 1  # SOTA-017, and what links to it and from it
+    monkeypatch.setattr(incremental, "MIN_AFFECTED_LIMIT", 1)
+    monkeypatch.setattr(incremental, "TRIPLES_PER_AFFECTED_NODE", 10**9)  # a limit of one node
+    _edit_and_build_back(data, store)
+    results, checked_again = _validate(store)
+    assert checked_again is None
+    assert _sorted(results) == _sorted(_run(_current(store)[0], None))
+
+
+def _edit_and_build_back(data: Path, store: Path) -> None:
+    practice = data / "practices" / "SOTA-017.yaml"
+    practice.write_text(practice.read_text(encoding="utf-8").replace("status: Bogus", "status: Active"))
+    assert build(data, store).incremental == 1
+
+
 def test_stored_results_about_blank_nodes_are_not_reused(shipped: tuple[Path, Path]):
     data, store = shipped
     _validate(store)
