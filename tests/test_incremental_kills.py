@@ -41,10 +41,6 @@ def _add(store: Store, *triples: tuple[str, str, str | Literal], graph: NamedNod
         store.add(Quad(NamedNode(s), NamedNode(p), obj, graph or DefaultGraph()))
 
 
-def _statements(store: Store) -> set[str]:
-    return {str(q) for q in store.quads_for_pattern(None, None, None, DefaultGraph())}
-
-
 # ------------------------------------------------------------------------------------ affected nodes
 
 
