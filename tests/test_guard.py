@@ -604,11 +604,14 @@ ASK_REQUEST = f"GET {ASK} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".enco
 
 
 def test_when_every_connection_is_taken_the_longest_idle_one_makes_room(built_store):
-    with guard_over_engine(built_store, max_connections=3, max_connections_per_address=3) as guard:
+    with guard_over_engine(
+        built_store, max_connections=3, max_connections_per_address=3, idle_grace_seconds=0.3
+    ) as guard:
         idle = []
         for _ in range(3):  # connections that never send a byte, oldest first
             idle.append(socket.create_connection(("127.0.0.1", guard.port), timeout=15))
             time.sleep(0.1)
+        time.sleep(0.3)  # each has waited past the grace
         try:
             status, _, _ = answer_of(f"http://127.0.0.1:{guard.port}" + ASK)
             assert status == 200
@@ -622,15 +625,37 @@ def test_when_every_connection_is_taken_the_longest_idle_one_makes_room(built_st
                 connection.close()
 
 
+def test_a_connection_younger_than_the_grace_is_not_closed_to_make_room(built_store):
+    """A client that has just connected may not have sent its request yet: the newcomer is the one
+    told to come back, and the young connection is served once its request comes."""
+    with guard_over_engine(
+        built_store, max_connections=1, max_connections_per_address=1, idle_grace_seconds=2.0
+    ) as guard:
+        young = socket.create_connection(("127.0.0.1", guard.port), timeout=15)
+        try:
+            time.sleep(0.2)  # accepted, its thread waiting for a request
+            newcomer = raw_request(guard.port, ASK_REQUEST, 5)
+            assert newcomer.startswith(b"HTTP/1.1 503 ") and b"too many connections" in newcomer
+            young.sendall(ASK_REQUEST)
+            answer = b""
+            while chunk := young.recv(4096):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"head":{},"boolean":true}')
+        finally:
+            young.close()
+
+
 def test_a_connection_waiting_for_its_body_makes_room_too(built_store):
-    with guard_over_engine(built_store, max_connections=2, max_connections_per_address=2) as guard:
+    with guard_over_engine(
+        built_store, max_connections=2, max_connections_per_address=2, idle_grace_seconds=0.3
+    ) as guard:
         stalled = socket.create_connection(("127.0.0.1", guard.port), timeout=15)
         stalled.sendall(
             b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\nContent-Length: 1000\r\n\r\n"
         )  # and no body
         time.sleep(0.1)
         other = socket.create_connection(("127.0.0.1", guard.port), timeout=15)
-        time.sleep(0.1)
+        time.sleep(0.4)  # both past the grace
         try:
             assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
             assert stalled.recv(16) == b""  # the oldest waiting one was closed to make room
@@ -1387,7 +1412,9 @@ def test_a_request_in_but_not_yet_read_is_not_closed_to_make_room(built_store, m
             time.sleep(1.0)
 
     monkeypatch.setattr(guard_module.GuardServer, "idle", slow_to_read)
-    with guard_over_engine(built_store, max_connections=1, max_connections_per_address=1) as guard:
+    with guard_over_engine(
+        built_store, max_connections=1, max_connections_per_address=1, idle_grace_seconds=0.0
+    ) as guard:  # no grace: the unread request alone keeps the connection
         first = socket.create_connection(("127.0.0.1", guard.port), timeout=15)
         try:
             first.sendall(ASK_REQUEST)

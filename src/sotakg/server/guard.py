@@ -73,6 +73,10 @@ CLIENT_SECONDS = 60.0
 #: request, and each next one on a kept-alive connection): an idle or trickling client holds a
 #: thread no longer than that. The body then has what is left of CLIENT_SECONDS.
 HEAD_SECONDS = 10.0
+#: Seconds a connection waits for its request before it may be closed to make room for a newcomer:
+#: a client that has just connected has not had the time to send its request yet (170 clients at
+#: once from one address lost one to a connection closed between its connect and its send).
+IDLE_GRACE_SECONDS = 1.0
 #: Client connections served at once; past them a new connection is answered 503 and closed.
 DEFAULT_MAX_CONNECTIONS = 512
 #: Seconds between two looks of the watchdog at the deadlines of requests being read.
@@ -172,6 +176,8 @@ class GuardSettings:
     max_connections_per_address: int = 0
     client_seconds: float = CLIENT_SECONDS
     head_seconds: float = HEAD_SECONDS
+    #: Seconds a connection must have waited for its request before it may be closed to make room.
+    idle_grace_seconds: float = IDLE_GRACE_SECONDS
     #: The engine behind the guard when it can restart (``serve.Engine``); None: a fixed upstream.
     engine: EngineLink | None = None
     #: How to reach the engine of a generation within some seconds, when not straight at its port
@@ -1280,12 +1286,13 @@ class GuardServer(http.server.ThreadingHTTPServer):
                 self._idle.pop(connection, None)
 
     def _make_room(self, address: Any | None) -> bool:
-        """Close the connection idle the longest (of ``address``; None: of anyone) so that a new one can
-        be served; whether there was one. Its thread ends as soon as its read fails. Called locked."""
+        """Close the connection idle the longest (of ``address``; None: of anyone), if it has waited
+        at least ``idle_grace_seconds``, so that a new one can be served; whether there was one. Its thread ends as soon as its read fails. Called locked."""
+        settled = time.monotonic() - self.settings.idle_grace_seconds
         waiting = [
             item
             for item in self._idle.items()
-            if (address is None or item[1][1] == address) and not _unread_bytes(item[0])
+            if (address is None or item[1][1] == address) and item[1][0] <= settled and not _unread_bytes(item[0])
         ]
         if not waiting:
             return False
