@@ -1287,7 +1287,8 @@ class GuardServer(http.server.ThreadingHTTPServer):
 
     def _make_room(self, address: Any | None) -> bool:
         """Close the connection idle the longest (of ``address``; None: of anyone), if it has waited
-        at least ``idle_grace_seconds``, so that a new one can be served; whether there was one. Its thread ends as soon as its read fails. Called locked."""
+        at least ``idle_grace_seconds``, so that a new one can be served; whether there was one.
+        Its thread ends as soon as its read fails. Called locked."""
         settled = time.monotonic() - self.settings.idle_grace_seconds
         waiting = [
             item
