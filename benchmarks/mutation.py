@@ -104,6 +104,7 @@ KILLS = "tests/test_mutation_kills.py"
 CHILD_PROCESS_TESTS = [
     "tests/test_security.py::test_a_parameter_that_is_not_utf8_is_a_usage_error",
     "tests/test_security.py::test_output_to_a_fifo_is_an_error_not_a_hang",
+    "tests/test_engines.py::test_default_validate_imports_neither_rdflib_nor_pyshacl",
 ]
 
 #: mutmut with its configuration narrowed to one module and its tests (argv[1]: JSON of
