@@ -603,6 +603,14 @@ def test_past_max_connections_a_connection_is_answered_503_at_once(built_store):
 ASK_REQUEST = f"GET {ASK} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
 
 
+def assert_answers_true(connection: socket.socket) -> None:
+    """The connection, which sent ASK_REQUEST, gets its whole answer: 200 and true."""
+    answer = b""
+    while chunk := connection.recv(4096):
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"head":{},"boolean":true}')
+
+
 def test_when_every_connection_is_taken_the_longest_idle_one_makes_room(built_store):
     with guard_over_engine(
         built_store, max_connections=3, max_connections_per_address=3, idle_grace_seconds=0.3
@@ -637,10 +645,7 @@ def test_a_connection_younger_than_the_grace_is_not_closed_to_make_room(built_st
             newcomer = raw_request(guard.port, ASK_REQUEST, 5)
             assert newcomer.startswith(b"HTTP/1.1 503 ") and b"too many connections" in newcomer
             young.sendall(ASK_REQUEST)
-            answer = b""
-            while chunk := young.recv(4096):
-                answer += chunk
-            assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"head":{},"boolean":true}')
+            assert_answers_true(young)
         finally:
             young.close()
 
@@ -1422,9 +1427,6 @@ def test_a_request_in_but_not_yet_read_is_not_closed_to_make_room(built_store, m
             time.sleep(0.1)  # the request is in the socket, unread
             second = raw_request(guard.port, ASK_REQUEST, 5)
             assert second.startswith(b"HTTP/1.1 503 ") and b"too many connections" in second
-            answer = b""
-            while chunk := first.recv(4096):
-                answer += chunk
-            assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"head":{},"boolean":true}')
+            assert_answers_true(first)
         finally:
             first.close()

@@ -500,15 +500,21 @@ def test_only_a_bare_self_reachability_query_is_recognised(query, prefixes, step
 
 
 NODES = ["ex:a", "ex:b", "ex:c", "ex:d", "_:x", "_:y"]
+#: Small graphs of two predicates, a target declaration and a path: the cycle rules' inputs.
+CYCLE_EDGES = st.lists(
+    st.tuples(st.sampled_from(NODES), st.sampled_from(["ex:p", "ex:q"]), st.sampled_from([*NODES, '"lit"'])),
+    max_size=12,
+)
+CYCLE_TARGETS = st.sampled_from(
+    ["sh:targetSubjectsOf ex:p", "sh:targetNode ex:a, ex:c, ex:z, 'lit'", "sh:targetObjectsOf ex:q"]
+)
+CYCLE_PATHS = st.sampled_from(["ex:p", "(ex:p|^ex:q)", "(^ex:q)", "(ex:q|ex:p)"])
 
 
 @given(
-    st.lists(
-        st.tuples(st.sampled_from(NODES), st.sampled_from(["ex:p", "ex:q"]), st.sampled_from([*NODES, '"lit"'])),
-        max_size=12,
-    ),
-    st.sampled_from(["sh:targetSubjectsOf ex:p", "sh:targetNode ex:a, ex:c, ex:z, 'lit'", "sh:targetObjectsOf ex:q"]),
-    st.sampled_from(["ex:p", "(ex:p|^ex:q)", "(^ex:q)", "(ex:q|ex:p)"]),
+    CYCLE_EDGES,
+    CYCLE_TARGETS,
+    CYCLE_PATHS,
 )
 @settings(max_examples=200, deadline=None)
 def test_cycles_found_in_one_pass_are_exactly_what_the_sparql_query_finds(edges, target, path) -> None:
@@ -521,12 +527,9 @@ def test_cycles_found_in_one_pass_are_exactly_what_the_sparql_query_finds(edges,
 
 
 @given(
-    st.lists(
-        st.tuples(st.sampled_from(NODES), st.sampled_from(["ex:p", "ex:q"]), st.sampled_from([*NODES, '"lit"'])),
-        max_size=12,
-    ),
-    st.sampled_from(["sh:targetSubjectsOf ex:p", "sh:targetNode ex:a, ex:c, ex:z, 'lit'", "sh:targetObjectsOf ex:q"]),
-    st.sampled_from(["ex:p", "(ex:p|^ex:q)", "(^ex:q)", "(ex:q|ex:p)"]),
+    CYCLE_EDGES,
+    CYCLE_TARGETS,
+    CYCLE_PATHS,
     st.sets(st.sampled_from(["a", "b", "c", "d", "z", "lit"])),
     st.sampled_from([0, 1, 3, 20_000]),
 )
