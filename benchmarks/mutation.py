@@ -85,7 +85,12 @@ TESTS = {
         "tests/test_progress.py",
         "tests/test_build_kills.py",
     ],
-    "src/sotakg/rules/validate.py": ["tests/test_validate.py", "tests/test_engines.py", "tests/test_incremental.py"],
+    "src/sotakg/rules/validate.py": [
+        "tests/test_validate.py",
+        "tests/test_engines.py",
+        "tests/test_incremental.py",
+        "tests/test_validate_kills.py",
+    ],
     "src/sotakg/rules/shacl_compiler.py": [
         "tests/test_shacl_compiler.py",
         "tests/test_w3c_shacl.py",

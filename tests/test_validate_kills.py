@@ -1,0 +1,163 @@
+"""Behaviours of ``rules/validate.py`` that its mutation run (issue 20) found untested: where a
+finding without a file is located, when a run fails, the summary against a baseline, the README's
+rule table, the endpoint's options, the errors of a missing or broken store, and how a literal's
+escapes are shown."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sotakg.errors import StoreError, UsageProblem
+from sotakg.rules import validate as validation
+from sotakg.rules.validate import Finding, ValidationReport
+
+# ------------------------------------------------------------------------------------ findings
+
+
+def _finding(severity: str = "violation", state: str | None = None, **where) -> Finding:
+    fields = {"record": None, "file": None, "line": None, **where}
+    return Finding(
+        "rule", severity, fields["record"], fields["file"], fields["line"], "m", state=state, focus=where.get("focus")
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "shown"),
+    [
+        ({}, "(graph)"),
+        ({"focus": "https://example.org/x"}, "<https://example.org/x>"),
+        ({"file": "data/a.yaml"}, "data/a.yaml"),
+        ({"file": "data/a.yaml", "line": 7}, "data/a.yaml:7"),
+    ],
+)
+def test_a_finding_is_located_by_file_and_line_else_by_its_focus_else_as_the_graph(where, shown):
+    assert _finding(**where).location() == shown
+
+
+def _report(*findings: Finding, baseline: str | None = None) -> ValidationReport:
+    return ValidationReport(list(findings), [], "sparql", 3, baseline=baseline)
+
+
+def test_strict_fails_on_one_warning_and_not_without_one():
+    assert _report(_finding("warning")).failed(strict=True)
+    assert not _report(_finding("warning")).failed()
+    assert not _report(_finding("info")).failed(strict=True)
+    assert not _report().failed(strict=True)
+
+
+def test_against_a_baseline_only_new_findings_fail_a_run_strict_or_not():
+    for strict in (False, True):
+        assert _report(_finding("violation", "new"), baseline="HEAD").failed(strict=strict)
+        assert not _report(_finding("violation", "unchanged"), baseline="HEAD").failed(strict=strict)
+    assert _report(_finding("warning", "new"), baseline="HEAD").failed(strict=True)
+    assert not _report(_finding("warning", "new"), baseline="HEAD").failed()
+
+
+def test_the_summary_against_a_baseline_gives_the_counts_and_the_states():
+    report = _report(_finding("violation", "new"), _finding("warning", "unchanged"), baseline="main")
+    report.absent = [_finding()]
+    assert report.summary() == (
+        "1 violation, 1 warning, 0 infos in 3 records (engine sparql); against main: 1 new, 1 unchanged, 1 fixed."
+    )
+
+
+# ------------------------------------------------------------------------------------ the rule table
+
+
+def test_the_rule_table_is_made_of_the_shapes_files_it_is_given_with_bars_escaped(tmp_path):
+    shapes = tmp_path / "own.ttl"
+    shapes.write_text(
+        "@prefix sh: <http://www.w3.org/ns/shacl#> .\n"
+        "@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+        "@prefix dct: <http://purl.org/dc/terms/> .\n"
+        "<https://example.org/rules#own-rule> a sh:NodeShape ; sh:severity sh:Warning ;\n"
+        '  rdfs:comment "either a | or b" ; dct:source "ADR-1 | ADR-2" .\n',
+        encoding="utf-8",
+    )
+    table = validation.rule_table_markdown([shapes])
+    assert table.splitlines()[-1] == "| `own-rule` | either a \\| or b | warning | ADR-1 \\| ADR-2 |"
+    assert "practice-status" not in table  # the shipped shapes were not read
+
+
+# ------------------------------------------------------------------------------------ options
+
+
+def test_graph_without_endpoint_is_a_usage_problem_that_says_what_to_add(built_store):
+    data, store = built_store
+    with pytest.raises(UsageProblem) as raised:
+        validation.validate(data, store, graph="https://example.org/g")
+    assert str(raised.value) == ("--graph needs --endpoint: the embedded store keeps everything in its default graph")
+
+
+def test_an_endpoint_gets_the_graph_timeout_and_method_asked_for(built_store, monkeypatch):
+    from pyoxigraph import DefaultGraph, RdfFormat, serialize
+
+    from sotakg.graph.open import open_graph
+    from sotakg.query import remote
+
+    data, store = built_store
+    graph = open_graph(data, store)
+    ntriples = serialize(graph.quads_for_pattern(None, None, None, DefaultGraph()), format=RdfFormat.N_TRIPLES)
+    del graph
+    calls = []
+
+    def fetched(endpoint, graph, timeout, method):
+        calls.append((endpoint, graph, timeout, method))
+        return ntriples
+
+    monkeypatch.setattr(remote, "fetch_graph", fetched)
+    endpoint = "http://127.0.0.1:9/sparql"
+    report = validation.validate(data, store, endpoint=endpoint)
+    named = validation.validate(data, store, endpoint=endpoint, graph="https://example.org/g", timeout=5, method="post")
+    assert calls == [(endpoint, None, 30.0, "auto"), (endpoint, "https://example.org/g", 5, "post")]
+    assert report.findings == named.findings and report.records > 0
+
+
+# ------------------------------------------------------------------------------------ the store
+
+
+def test_without_a_store_the_error_names_it_and_says_to_build(tmp_path, monkeypatch):
+    from sotakg.graph.store import StoreLayout
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError) as raised:
+        validation._open_current(StoreLayout(Path("nowhere") / "store"))
+    assert str(raised.value) == "no store at nowhere/store; run 'sotakg build' first"
+
+
+def test_a_store_that_cannot_be_opened_is_named_in_the_error(tmp_path, monkeypatch):
+    from sotakg.graph.build import build
+    from sotakg.graph.store import DATABASE, StoreLayout
+
+    from .conftest import SHIPPED_DATA
+
+    shutil.copytree(SHIPPED_DATA, tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    build(Path("data"), Path(".sotakg") / "store")
+    layout = StoreLayout(Path(".sotakg") / "store")
+    generation = layout.current_generation()
+    assert generation is not None
+    shutil.rmtree(generation / DATABASE)
+    (generation / DATABASE).write_text("not a database", encoding="utf-8")
+    with pytest.raises(StoreError) as raised:
+        validation._open_current(layout)
+    assert str(raised.value).startswith("cannot open the store at .sotakg/store: ")
+
+
+# ------------------------------------------------------------------------------------ literals
+
+
+@pytest.mark.parametrize(
+    ("term", "shown"),
+    [
+        ('"a\\U0001F600b"', "a\U0001f600b"),
+        ('"\\u00e9t\\u00C9"', "\u00e9t\u00c9"),
+        ('"odd \\q escape"', "odd q escape"),
+        ('"tab\\there"@en', "tab\there"),
+    ],
+)
+def test_a_literals_escapes_are_shown_as_the_characters_they_stand_for(term, shown):
+    assert validation.short_term(term) == shown
