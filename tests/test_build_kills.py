@@ -23,6 +23,7 @@ from sotakg.graph.store import (
     StoreLayout,
     open_read_only,
     read_manifest,
+    snapshot,
 )
 from sotakg.graph.vocab import ID, IDENTIFIER, TITLE, TOPIC_SCHEME_IRI
 from sotakg.records import schema
@@ -540,3 +541,158 @@ def test_the_link_swapped_in_has_a_fresh_name_even_for_a_store_named_like_a_gene
     build(data_copy, store, force=True)
     assert not any(entry.is_symlink() and ".link-" in entry.name for entry in (tmp_path / "work").iterdir())
     assert planted.exists()
+
+
+# ------------------------------------------------------------------------------------ pause points
+
+
+def _pause_in_thread(phase: str):
+    import threading
+
+    thread = threading.Thread(target=build_module.pause_for_test, args=(phase,))
+    thread.start()
+    return thread
+
+
+def _wait_until(predicate, seconds: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_a_pause_point_writes_its_phase_whole_and_waits_until_the_marker_is_removed(tmp_path, monkeypatch):
+    marker = tmp_path / "paused"
+    monkeypatch.setenv("SOTAKG_TEST_PAUSE", "loading")
+    monkeypatch.setenv("SOTAKG_TEST_PAUSE_MARKER", str(marker))
+    thread = _pause_in_thread("loading")
+    _wait_until(marker.exists)
+    assert marker.read_text() == "loading"
+    assert not Path(str(marker) + ".tmp").exists()  # written beside, then renamed into place
+    thread.join(0.3)
+    assert thread.is_alive(), "the pause must hold while the marker is there"
+    marker.unlink()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("pause", "marker_set"),
+    [("reading", False), ("", True), ("committing", True)],
+    ids=["no-marker", "no-phase", "other"],
+)
+def test_a_pause_point_not_asked_for_returns_at_once_and_writes_nothing(tmp_path, monkeypatch, pause, marker_set):
+    marker = tmp_path / "paused"
+    monkeypatch.setenv("SOTAKG_TEST_PAUSE", pause)
+    if marker_set:
+        monkeypatch.setenv("SOTAKG_TEST_PAUSE_MARKER", str(marker))
+    else:
+        monkeypatch.delenv("SOTAKG_TEST_PAUSE_MARKER", raising=False)
+    thread = _pause_in_thread("reading")
+    thread.join(5)
+    assert not thread.is_alive()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pause_gives_up_after_a_minute(tmp_path, monkeypatch):
+    import time
+
+    clock = iter([1000.0, 1000.0, 1059.9, 1060.1])
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    marker = tmp_path / "paused"
+    monkeypatch.setenv("SOTAKG_TEST_PAUSE", "swapping")
+    monkeypatch.setenv("SOTAKG_TEST_PAUSE_MARKER", str(marker))
+    build_module.pause_for_test("swapping")
+    assert marker.read_text() == "swapping"
+    assert next(clock, None) is None  # the deadline is 60 s after the start, checked on each turn
+
+
+def test_a_full_build_passes_its_pause_points_in_order_with_its_steps(data_copy, tmp_path, monkeypatch):
+    seen: list[tuple] = []
+    monkeypatch.setattr(build_module, "pause_for_test", lambda phase: seen.append(("pause", phase)))
+    store = tmp_path / "store"
+    report = build(data_copy, store, progress=lambda done, total, name: seen.append((done, total, name)))
+    assert seen == [
+        ("pause", "reading"),
+        (0, 3, "reading the records"),
+        ("pause", "loading"),
+        (1, 3, "loading the graph"),
+        (2, 3, "swapping it in"),
+        ("pause", "committing"),
+        ("pause", "swapping"),
+        (3, 3, "built"),
+    ]
+    assert report.rebuilt and report.incremental is None and report.triples == SHIPPED_TRIPLES
+    assert report.counts == SHIPPED_COUNTS and report.store == store and report.seconds > 0
+
+
+# ------------------------------------------------------------------------------------- build() itself
+
+
+def test_the_guard_hears_of_the_commit_before_the_swap_and_not_before_loading(data_copy, tmp_path, monkeypatch):
+    from sotakg.graph.store import InterruptGuard
+
+    guard = InterruptGuard()
+    committing_at: dict[str, bool] = {}
+    monkeypatch.setattr(build_module, "pause_for_test", lambda phase: committing_at.setdefault(phase, guard.committing))
+    build(data_copy, tmp_path / "store", guard=guard)
+    assert committing_at == {"reading": False, "loading": False, "committing": False, "swapping": True}
+    assert guard.committing
+
+
+def test_a_build_with_nothing_to_do_reports_the_stored_counts_and_triples(data_copy, tmp_path):
+    store = tmp_path / "store"
+    build(data_copy, store)
+    generation = _generation(store)
+    again = build(data_copy, store)
+    assert not again.rebuilt and again.incremental is None
+    assert again.counts == SHIPPED_COUNTS and again.triples == SHIPPED_TRIPLES and again.store == store
+    assert 0 < again.seconds < 60
+    assert _generation(store) == generation
+
+
+def test_a_touched_file_is_remembered_so_the_next_command_need_not_hash_it(data_copy, tmp_path):
+    import os
+
+    store = tmp_path / "store"
+    build(data_copy, store)
+    before = _manifest(store)["stat_digest"]
+    os.utime(data_copy / "practices" / "SOTA-049.yaml", ns=(1_000_000_000, 1_000_000_000))
+    assert not build(data_copy, store).rebuilt
+    after = _manifest(store)
+    assert after["stat_digest"] != before
+    assert snapshot(data_copy, _generation(store)).stat_digest == after["stat_digest"]
+
+
+def test_an_incremental_build_reports_how_many_files_it_applied_and_drops_the_old_generation(data_copy, tmp_path):
+    store = tmp_path / "store"
+    build(data_copy, store)
+    old = _generation(store)
+    _edit(data_copy / "practices" / "SOTA-049.yaml", "title: ", "title: Edited ")
+    (data_copy / "practices" / "SOTA-437.yaml").unlink()
+    report = build(data_copy, store)
+    assert report.rebuilt and report.incremental == 2
+    assert report.counts["practice"] == 41
+    assert not old.exists() and _generation(store) != old
+    assert report.triples == len(_stored(store))
+
+
+def test_a_forced_build_rebuilds_in_full_even_when_nothing_changed(data_copy, tmp_path):
+    store = tmp_path / "store"
+    build(data_copy, store)
+    old = _generation(store)
+    report = build(data_copy, store, force=True)
+    assert report.rebuilt and report.incremental is None and report.triples == SHIPPED_TRIPLES
+    assert not old.exists()
+
+
+def test_a_snapshot_taken_against_another_generation_is_not_trusted(data_copy, tmp_path):
+    store = tmp_path / "store"
+    stale = snapshot(data_copy, None)  # taken before any build
+    build(data_copy, store)
+    _edit(data_copy / "practices" / "SOTA-049.yaml", "title: ", "title: Edited ")
+    report = build(data_copy, store, scanned=stale)
+    assert report.rebuilt and report.incremental == 1
