@@ -333,3 +333,73 @@ def virtuoso(folder: Path, seconds: float = 90.0) -> Iterator[Virtuoso]:
     finally:
         stop(process)
         log.close()
+
+
+# ------------------------------------------------------------------------------------------- Jena ARQ
+
+JENA_INSTALL = "apt-get install -y libapache-jena-java default-jdk-headless"
+JENA_JARS = Path("/usr/share/java")
+JENA_SOURCE = Path(__file__).with_name("jena") / "ArqServer.java"
+
+
+def jena_missing() -> str | None:
+    """Why Jena ARQ cannot run here (with the command that installs it), or None."""
+    import shutil
+
+    missing = [name for name in ("java", "javac") if shutil.which(name) is None]
+    if not (JENA_JARS / "jena-arq.jar").exists():
+        missing.append("Jena (libapache-jena-java)")
+    if missing:
+        return f"{' and '.join(missing)} not installed; install them with: {JENA_INSTALL}"
+    return None
+
+
+def _jena_resources(folder: Path) -> Path:
+    """Debian's jena-core moves Jena's inner copy of Xerces from ``org.apache.jena.ext.xerces`` to
+    ``xerces`` but leaves its message files behind, and without them Jena cannot start (an "internal
+    error" while it builds the XSD types): copy them to where the moved classes look for them."""
+    import zipfile
+
+    target = folder / "resources"
+    prefix = "org/apache/jena/ext/xerces/"
+    with zipfile.ZipFile(JENA_JARS / "jena-core.jar") as jar:
+        for name in jar.namelist():
+            if name.startswith(prefix) and name.endswith(".properties"):
+                path = target / "xerces" / name.removeprefix(prefix)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(jar.read(name))
+    return target
+
+
+@contextmanager
+def jena(folder: Path) -> Iterator[str]:
+    """Jena ARQ behind Fuseki's dataset endpoints (``tests/jena/ArqServer.java``, compiled into
+    ``folder``) on a free loopback port: its base URL, the dataset at ``BASE/ds``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    classpath = f"{JENA_JARS}/*"
+    subprocess.run(
+        ["javac", "-nowarn", "-cp", classpath, "-d", str(folder), str(JENA_SOURCE)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+    )
+    port = free_port()
+    log = (folder / "stdout.log").open("wb")
+    process = subprocess.Popen(
+        ["java", "-Xmx512m", "-cp", f"{folder}:{_jena_resources(folder)}:{classpath}", "ArqServer", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        base = f"http://{LOOPBACK}:{port}"
+        try:
+            wait_until_answers(base + "/ds/query?query=ASK%7B%7D", process, 60)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{(folder / 'stdout.log').read_text(errors='replace')[-2000:]}") from None
+        yield base
+    finally:
+        stop(process)
+        log.close()

@@ -55,6 +55,12 @@ NOT_RUN = {
     "sotakg query adrs --endpoint http://HOST:8890/sparql --graph https://w3id.org/sotakg": (
         "needs a Virtuoso server (tests/test_servers_shared.py queries one)"
     ),
+    "sotakg publish --endpoint http://HOST:3030/DATASET/data --graph https://w3id.org/sotakg": (
+        "needs a Fuseki server (tests/test_servers_shared.py publishes to Jena ARQ behind its endpoints)"
+    ),
+    "sotakg query adrs --endpoint http://HOST:3030/DATASET/query --graph https://w3id.org/sotakg": (
+        "needs a Fuseki server (tests/test_servers_shared.py queries Jena ARQ behind its endpoints)"
+    ),
     "oxigraph serve --location /srv/oxigraph --bind 127.0.0.1:7878": (
         "starts a server on a system path (tests/test_servers_shared.py runs one in a temporary folder)"
     ),
