@@ -77,6 +77,7 @@ TESTS = {
         "tests/test_roundtrip.py",
         "tests/test_fuzz.py",
         "tests/test_indexpage_kills.py",
+        "tests/test_import_other_pages.py",
     ],
     "src/sotakg/graph/build.py": [
         "tests/test_build.py",

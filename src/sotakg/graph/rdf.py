@@ -13,7 +13,7 @@ from ..records.schema import KINDS, REGISTRY_ID, Anthology, Record
 from . import vocab as v
 
 _IRI_CACHE: dict[str, NamedNode] = {}
-MENTIONED_ID = re.compile(r"\b(?:SOTA|LIT|ADR)-[0-9]+\b")
+MENTIONED_ID = re.compile(r"\b(?:SOTA|LIT|ADR)-[0-9]+\b", re.ASCII)
 
 
 def iri(value: str) -> NamedNode:

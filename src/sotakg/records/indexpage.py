@@ -83,22 +83,28 @@ URL_RE = re.compile(r" — (?P<url>https?://\S++)")
 #: An http(s) URL the rules take (``rule:paper-url``'s pattern, which a test holds it to); another is
 #: kept as an unread ``locator``.
 GOOD_URL_RE = re.compile(r'https?://[^/?#\s<>"{}|\\^`]+(?:[/?#][^\s<>"{}|\\^`]*)?')
-#: A byline's authors hold no end of a sentence (a word of two letters or more, not "al", then ". "):
-#: ``In 2019 a rebuttal appeared. Jones (2021), LIT-018`` is prose before a byline, not its authors.
-_SENTENCE_IN_AUTHORS_RE = re.compile(r"(?<![A-Za-z])(?!al[.!?])[A-Za-z]{2,}[.!?]\s")
+#: A byline's authors hold no end of a sentence (a word of two letters or more, then ". "; not "al" nor
+#: the abbreviation of a part of a name, "Jr.", "St.", "Dr."): ``In 2019 a rebuttal appeared. Jones
+#: (2021), LIT-018`` is prose before a byline, not its authors; ``Smith Jr. et al.`` are authors.
+_SENTENCE_IN_AUTHORS_RE = re.compile(
+    r"(?<![A-Za-z])(?!(?i:al|jr|sr|st|ste|dr|mr|mrs|ms|prof|mme|mlle|hr|fr)[.!?])[A-Za-z]{2,}[.!?]\s"
+)
 #: Words that make a sentence say a supersession does not hold, or may not: "Nothing here says that
 #: ADR-059 supersedes ADR-026" states no supersession, and the import must not make one.
 NOT_STATED_RE = re.compile(
     r"(?<![\w-])(?:not|no|nothing|never|neither|nor|none|nobody|without|whether|if|unless|until|unclear|"
-    r"cannot|can't|won't|isn't|doesn't|didn't|wasn't|aren't|hardly)(?![\w-])|n't(?![\w-])",
+    r"cannot|can['’]t|won['’]t|isn['’]t|doesn['’]t|didn['’]t|wasn['’]t|aren['’]t|hardly)(?![\w-])|n['’]t(?![\w-])",
     re.I | re.ASCII,
 )
-#: Where a sentence ends: at ``.``, ``!`` or ``?`` before a blank or the end, or at a line break.
+#: Where a sentence ends: at ``.``, ``!`` or ``?`` before a blank or the end (past the closing marks of
+#: emphasis or a quotation: ``*Does it?*``, ``"Does it?"``), or at a line break. Case does not matter:
+#: ``Prof.``, ``Eq.`` and ``prof.``, ``eq.`` are the same abbreviation.
 SENTENCE_END_RE = re.compile(
     # not the dot of an ellipsis, an initial (J.) or a common abbreviation (et al., e.g., i.e., etc., vs.)
-    r"(?<!\.)(?<![\s(.][A-Za-z])(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!etc)(?<!\bvs)(?<!\bcf)(?<!\best)(?<!\bfig)"
+    r"(?<!\.)(?<![\s(.][a-z])(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!etc)(?<!\bvs)(?<!\bcf)(?<!\best)(?<!\bfig)"
     r"(?<!\bsec)(?<!approx)(?<!\bdr)(?<!\bno)(?<!\bvol)(?<!\bpp)(?<!\bch)(?<!\beq)(?<!\bref)(?<!\bmr)(?<!\bms)"
-    r"(?<!prof)(?<!\bjr)(?<!\bsr)(?<!\bst)(?<!\bFig)(?<!\bSec)(?<!\bNo)(?<!\bDr)[.!?](?!\.)(?=\s|$)|\n"
+    r"(?<!prof)(?<!\bjr)(?<!\bsr)(?<!\bst)[.!?](?!\.)(?=[*_\"”’')\]]*+(?:\s|$))|\n",
+    re.I | re.ASCII,
 )
 #: Words that make a sentence report, hedge, condition or deny what it holds: a supersession in such a
 #: sentence is not stated by the page ("If accepted, ADR-026 supersedes ADR-020", "A draft ADR-026
@@ -644,11 +650,12 @@ _PROSE_OPENERS = frozenset(
 
 def _names_only(authors: str) -> bool:
     """Whether ``authors`` reads as names (``Huang et al.``, ``J. Smith and K. Lee``, ``de Vries``,
-    ``d'Ascoli et al.``, ``Łukasz Kaiser and others``, ``DeVries &amp; Taylor``), not prose before them
+    ``d'Ascoli et al.``, ``Łukasz Kaiser and others``, ``DeVries &amp; Taylor``, ``李 et al.``), not prose before them
     (``See also Narayanan et al.``, ``Later work by Smith``, ``Not Smith``, ``Retracted: Lee``): no
     opening word of prose (``_PROSE_OPENERS``), no colon."""
     words = authors.replace(",", " ").split()
-    if not words or not (words[0][0].isupper() or _particle_name(words[0])):
+    # A name opens with a capital, or with a letter of a script without case (李, محمد), or a particle.
+    if not words or not ((words[0][0].isalpha() and not words[0][0].islower()) or _particle_name(words[0])):
         return False
     if ":" in authors or words[0].rstrip(".").lower() in _PROSE_OPENERS:
         return False
