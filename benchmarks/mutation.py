@@ -91,6 +91,7 @@ TESTS = {
         "tests/test_engines.py",
         "tests/test_incremental.py",
         "tests/test_validate_kills.py",
+        "tests/test_progress.py",
     ],
     "src/sotakg/rules/shacl_compiler.py": [
         "tests/test_shacl_compiler.py",

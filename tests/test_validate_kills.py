@@ -161,3 +161,94 @@ def test_a_store_that_cannot_be_opened_is_named_in_the_error(tmp_path, monkeypat
 )
 def test_a_literals_escapes_are_shown_as_the_characters_they_stand_for(term, shown):
     assert validation.short_term(term) == shown
+
+
+# ------------------------------------------------------------------------------------ what a run uses
+
+
+def _one_rule_shapes(tmp_path: Path) -> Path:
+    """A shapes file of one rule: every practice must have a title of at most 3 characters."""
+    shapes = tmp_path / "short-titles.ttl"
+    shapes.write_text(
+        "@prefix sh: <http://www.w3.org/ns/shacl#> .\n"
+        "<https://example.org/rules#short-title> a sh:NodeShape ; sh:severity sh:Violation ;\n"
+        "  sh:targetClass <https://w3id.org/sotakg/ontology#Practice> ;\n"
+        "  sh:property [ sh:path <http://purl.org/dc/terms/title> ; sh:maxLength 3 ] .\n",
+        encoding="utf-8",
+    )
+    return shapes
+
+
+def test_a_run_checks_the_rules_of_the_shapes_it_is_given_and_keeps_their_findings_apart(data_copy, tmp_path):
+    store = tmp_path / "store"
+    shipped = validation.validate(data_copy, store)
+    own = validation.validate(data_copy, store, shapes=[_one_rule_shapes(tmp_path)])
+    assert [rule.id for rule in own.rules] == ["data-readable", "short-title"]
+    assert {finding.rule_id for finding in own.findings} == {"short-title"}
+    assert len(own.findings) == 42  # every practice's title is longer
+    again = validation.validate(data_copy, store)
+    assert again.findings == shipped.findings and len(shipped.findings) == 8
+
+
+def test_the_findings_of_one_engine_are_not_taken_for_another_s(data_copy, tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    assert len(validation.validate(data_copy, store).findings) == 8
+    monkeypatch.setitem(validation.ENGINES, "silent", lambda store, shapes, progress=None, focus=None: [])
+    silent = validation.validate(data_copy, store, engine="silent")
+    assert silent.findings == [] and silent.engine == "silent"
+
+
+def test_after_an_edit_the_engine_is_given_the_changed_records_and_the_progress(data_copy, tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    validation.validate(data_copy, store)
+    calls = []
+    real = validation.ENGINES["sparql"]
+
+    def spy(store, shapes, progress=None, focus=None):
+        calls.append((progress, None if focus is None else set(focus)))
+        return real(store, shapes, progress, focus)
+
+    monkeypatch.setitem(validation.ENGINES, "sparql", spy)
+    path = data_copy / "practices" / "SOTA-017.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("title: ", "title: Edited ", 1), encoding="utf-8")
+    heard = []
+    report = validation.validate(data_copy, store, progress=lambda *step: heard.append(step))
+    assert len(calls) == 1
+    progress, focus = calls[0]
+    assert progress is not None and focus is not None
+    assert "https://w3id.org/sotakg/id/SOTA-017" in focus
+    assert heard[0] == (0, 1, "reading the data") and len(report.findings) == 8
+
+
+def _break_a_record(data: Path) -> None:
+    (data / "practices" / "SOTA-017.yaml").write_text("id: SOTA-017\ntitle: [unclosed\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("endpoint", [None, "http://127.0.0.1:9/sparql"], ids=["embedded", "endpoint"])
+def test_data_that_cannot_be_read_is_reported_with_the_rules_and_the_engine(data_copy, tmp_path, monkeypatch, endpoint):
+    from sotakg.query import remote
+
+    monkeypatch.setattr(remote, "fetch_graph", lambda *args, **kwargs: pytest.fail("the graph was fetched"))
+    _break_a_record(data_copy)
+    report = validation.validate(data_copy, tmp_path / "store", endpoint=endpoint)
+    assert not report.readable and report.records == 0 and report.engine == "sparql"
+    assert [rule.id for rule in report.rules] == [rule.id for rule in validation.load_rules(validation.shapes_paths())]
+    assert [(f.rule_id, f.file) for f in report.findings] == [
+        ("data-readable", str(data_copy / "practices" / "SOTA-017.yaml"))
+    ]
+    assert report.findings[0].line == 3 and report.failed()
+
+
+def test_a_manifest_without_counts_reports_no_records_and_does_not_fail(data_copy, tmp_path):
+    import json
+
+    from sotakg.graph.store import MANIFEST, StoreLayout
+
+    store = tmp_path / "store"
+    validation.validate(data_copy, store)
+    manifest = StoreLayout(store).current_generation() / MANIFEST
+    document = json.loads(manifest.read_text(encoding="utf-8"))
+    del document["counts"]
+    manifest.write_text(json.dumps(document), encoding="utf-8")
+    report = validation.validate(data_copy, store)
+    assert report.records == 0 and len(report.findings) == 8

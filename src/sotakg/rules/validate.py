@@ -549,12 +549,8 @@ def _validate_embedded(
     from ..graph.store import StoreLayout, read_manifest
     from .incremental import SourceLocator, cache_key, modelled, results_for_generation, shown_prefix
 
-    if not data_dir.is_dir():
-        from ..records.schema import load_anthology
-
-        load_anthology(data_dir, [])  # raises DataFolderMissing, with the message that says how to fix it
     try:
-        ensure_fresh(data_dir, store_path)
+        ensure_fresh(data_dir, store_path)  # a missing data folder: DataFolderMissing, saying how to fix it
     except DataError as error:
         return ValidationReport(findings_from_problems(error.problems), rules, engine, 0, readable=False)
     store, generation = _open_current(StoreLayout(store_path))
