@@ -26,6 +26,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -136,11 +137,12 @@ def mutant_glob(module: str) -> str:
     return module.removeprefix("src/").removesuffix(".py").replace("/", ".") + ".*"
 
 
-def run(module: str, max_children: int, survivors_only: bool = False) -> None:
-    """``mutmut run`` on every mutant of ``module`` with the tests of its area; with
-    ``survivors_only``, on those the last run left alive (with the tests as they are now), keeping
-    the other verdicts."""
+def run(module: str, max_children: int, survivors_only: bool = False, leave_out: Sequence[str] = ()) -> None:
+    """``mutmut run`` on every mutant of ``module`` with the tests of its area (but ``leave_out``);
+    with ``survivors_only``, on those the last run left alive (with the tests as they are now),
+    keeping the other verdicts."""
     tests = TESTS.get(module, []) + ([KILLS] if (REPO / KILLS).exists() else [])
+    tests = [test for test in tests if test not in leave_out]
     tests += [arg for test in CHILD_PROCESS_TESTS for arg in ("--deselect", test)]
     kept: dict[str, object] = {}
     if survivors_only:
@@ -217,10 +219,17 @@ def main() -> None:
         help="run again only the mutants the last run left alive (after new tests), keeping the other verdicts",
     )
     parser.add_argument("--diff", action="store_true", help="show each survivor's change")
+    parser.add_argument(
+        "--leave-out",
+        action="append",
+        default=[],
+        metavar="TEST_FILE",
+        help="run without this test file of the module's area (repeatable): a quicker, stricter run",
+    )
     args = parser.parse_args()
     for module in args.module or list(TESTS):
         if not args.no_run:
-            run(module, args.max_children, survivors_only=args.survivors)
+            run(module, args.max_children, survivors_only=args.survivors, leave_out=args.leave_out)
         found = verdicts(module)
         if not found:
             print(f"### `{module}`\n\nNot run (no results in mutants/).\n")

@@ -1430,3 +1430,151 @@ def test_a_request_in_but_not_yet_read_is_not_closed_to_make_room(built_store, m
             assert_answers_true(first)
         finally:
             first.close()
+
+
+# ------------------------------------------------------- engine connections and short bodies
+
+KEPT_ALIVE_ASK = f"GET {ASK} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+
+
+def read_answer(connection: socket.socket, seconds: float) -> bytes:
+    """One answer with a Content-Length from ``connection`` (head and body), or what came of it
+    within ``seconds`` (b"" or a part: no answer in time)."""
+    connection.settimeout(seconds)
+    data = b""
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            head, found, body = data.partition(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length: *([0-9]+)\r?$", head)
+            if found and length and len(body) >= int(length.group(1)):
+                return data
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    return data
+
+
+def test_idle_kept_alive_clients_cannot_use_up_the_engines_connections(built_store):
+    """The bug this holds fixed: each client connection kept its own connection to the engine open
+    between requests, however many clients there were. The Oxigraph server takes at most
+    128 connections a core (``with_max_concurrent_connections``: 256 on two cores) and stops
+    accepting past that, while the guard serves 512 clients, 128 from one address: clients from
+    two or three addresses that each ask one ``ASK {}`` and keep their connections open (within
+    head_seconds, or sending a request now and then) hold every connection the engine takes. Every
+    other client's query then waits for an engine that never accepts its connection, holding a
+    turn, until --timeout, and gets 504 "the query ran longer than ..." (the real `sotakg serve`
+    then restarts the engine, for a query that never ran). Against a real `sotakg serve` on two
+    cores, 256 such connections were held within 6 s and a fresh ``ASK {}`` waited until they
+    idled out.
+
+    The rule: idle clients cost the engine nothing the guard has not bounded. The guard holds at most
+    as many engine connections as it can use (the queries it runs at once, and a few kept for
+    reuse, shared by all clients), so the next client's ``ASK {}`` is answered at once."""
+    from sotakg.server.guard import DEFAULT_MAX_CONNECTIONS
+
+    engine_limit = 128 * len(os.sched_getaffinity(0))  # what the Oxigraph server accepts at once
+    if engine_limit >= DEFAULT_MAX_CONNECTIONS:
+        pytest.skip(f"the engine takes {engine_limit} connections here, as many as the guard serves")
+    held: list[socket.socket] = []
+    lines: list[str] = []
+    # head_seconds=30: the held connections need not send a request every few seconds to stay.
+    with guard_over_engine(built_store, head_seconds=30.0, upstream_seconds=5.0, log=lines.append) as guard:
+        try:
+            opened = 0
+            started = time.monotonic()
+            while len(held) < engine_limit and time.monotonic() - started < 25:
+                wave = []
+                for _ in range(min(32, engine_limit - len(held))):
+                    client = socket.socket()
+                    client.bind((f"127.0.0.{2 + opened // 100}", 0))  # 100 from an address: within its share
+                    client.settimeout(5)
+                    client.connect(("127.0.0.1", guard.port))
+                    client.sendall(KEPT_ALIVE_ASK)
+                    wave.append(client)
+                    opened += 1
+                for client in wave:
+                    if read_answer(client, 3).startswith(b"HTTP/1.1 200 "):
+                        held.append(client)  # answered, kept open: idle, as a kept-alive client is
+                    else:  # 503 (busy: the guard's turns) or no answer: not held
+                        client.close()
+            assert len(held) == engine_limit, (len(held), lines[:3])
+            asked = time.monotonic()
+            answer = raw_request(guard.port, ASK_REQUEST, 15)
+            took = time.monotonic() - asked
+        finally:
+            for client in held:
+                client.close()
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"head":{},"boolean":true}'), (
+        answer[:120],
+        lines[:3],
+    )
+    assert took < 3, took
+
+
+@pytest.mark.parametrize(
+    ("media", "body"),
+    [
+        ("application/sparql-query", b"SELECT * WHERE { ?s ?p ?o } LIMIT 10"),
+        ("application/x-www-form-urlencoded", b"query=SELECT%20*%20WHERE%20%7B%20?s%20?p%20?o%20%7D%20LIMIT%2010"),
+    ],
+)
+def test_a_body_that_ends_short_of_its_content_length_is_never_forwarded(media, body):
+    """The client announces more bytes than it sends and then ends its side of the connection
+    (``shutdown(SHUT_WR)``: it can still read). The bug this holds fixed: the guard took what
+    ``rfile.read`` gave, however short, and screened and forwarded it as the whole request with a
+    Content-Length of its own: here ``... LIMIT 1`` (the last byte missing) is run and answered 200,
+    a query the client never sent. RFC 9112 §6.3: a body that ends before its Content-Length is an
+    incomplete message, and the connection is closed.
+
+    The rule: the request is refused (400) and nothing reaches the engine."""
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    heads: list[bytes] = []
+    with stand_in_server(_recording_engine(heads)) as (engine_port, _):
+        settings = GuardSettings("127.0.0.1", engine_port, log=lambda line: None)
+        with running_guard("127.0.0.1", 0, settings) as guard:
+            with socket.create_connection(("127.0.0.1", guard.port), timeout=10) as client:
+                client.sendall(
+                    f"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: {media}\r\n"
+                    f"Content-Length: {len(body) + 100}\r\n\r\n".encode()
+                    + body[:-1]
+                )
+                client.shutdown(socket.SHUT_WR)
+                answer = b""
+                while chunk := client.recv(65536):
+                    answer += chunk
+        time.sleep(0.2)
+    assert heads == [], heads
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+
+
+class _Connection:
+    """A stand-in engine connection that remembers being closed."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.closed = name, False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_engine_pool_keeps_a_bounded_number_of_idle_connections_for_the_engine_they_reach():
+    from sotakg.server.guard import EnginePool
+
+    pool = EnginePool(keep=2)
+    first, second, third = _Connection("1"), _Connection("2"), _Connection("3")
+    engine = ("127.0.0.1", 7878, 1)
+    for connection in (first, second, third):
+        pool.give_back(engine, connection)  # type: ignore[arg-type]
+    assert pool.idle() == 2 and third.closed and not first.closed and not second.closed
+    assert pool.take(engine) is second  # the most recently given back first
+    restarted = ("127.0.0.1", 7878, 2)
+    assert pool.take(restarted) is None  # the idle one reached the engine before its restart
+    assert first.closed and pool.idle() == 0
+    pool.give_back(restarted, second)  # type: ignore[arg-type]
+    pool.close()
+    assert second.closed and pool.idle() == 0 and pool.take(restarted) is None

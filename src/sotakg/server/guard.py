@@ -105,6 +105,8 @@ DEFAULT_WAITING = 128
 ENGINE_EXIT_SECONDS = 0.5
 #: Seconds a client is told to wait before it retries a 503.
 RETRY_AFTER = 1
+#: Idle connections to the engine kept for reuse beyond one per query that may run at once.
+SPARE_ENGINE_CONNECTIONS = 4
 SD_FEDERATED = "http://www.w3.org/ns/sparql-service-description#BasicFederatedQuery"
 FORM_MEDIA = "application/x-www-form-urlencoded"
 #: Headers that describe one connection, not the message: never passed through.
@@ -405,7 +407,14 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             )
             self._drain(length)
             return None
-        return self.rfile.read(length)
+        body = self.rfile.read(length)
+        if len(body) < length:
+            # The client ended its side before the length it announced (RFC 9112 §6.3: an incomplete
+            # message): what came is not the request it meant, and is never screened nor forwarded.
+            self.close_connection = True
+            self._plain(400, f"refused: the request body ended after {len(body)} of its {length} bytes\n")
+            return None
+        return body
 
     def _drain(self, length: int) -> None:
         """Read and drop what the client is still sending (briefly), so closing does not reset the
@@ -429,7 +438,9 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         # Headers and body go out as separate writes: without this, Nagle's algorithm holds the second
         # for the client's delayed acknowledgement (tens of milliseconds per answer).
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._pooled: tuple[tuple[str, int, int], EngineConnection] | None = None
+        #: The connection to the engine this client's request is using (taken from the server's
+        #: pool, given back once its answer is read to the end).
+        self._in_use: tuple[tuple[str, int, int], EngineConnection] | None = None
         #: The answer being relayed, until it is read to its end or abandoned (``_abandon``).
         self._pending: tuple[EngineAnswer, EngineConnection, float, int] | None = None
 
@@ -503,25 +514,34 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self.server.watchdog.disarm(self.connection)
 
     def finish(self) -> None:
-        self._drop_pooled()
+        self._drop_upstream()
         super().finish()
 
-    def _drop_pooled(self) -> None:
-        if self._pooled is not None:
-            self._pooled[1].close()
-            self._pooled = None
+    def _drop_upstream(self) -> None:
+        """Close the connection to the engine this request used (its answer was not read to the end)."""
+        if self._in_use is not None:
+            self._in_use[1].close()
+            self._in_use = None
+
+    def _give_back_upstream(self) -> None:
+        """Give the connection this request used back to the server's pool, its answer read to the end."""
+        if self._in_use is not None:
+            where, upstream = self._in_use
+            self._in_use = None
+            self.server.engine_pool.give_back(where, upstream)
 
     def _connection_to(self, where: tuple[str, int, int]) -> tuple[EngineConnection, bool]:
-        """A connection to the engine at ``where``: the one this client's last answer came over if it
-        is still open (keep-alive), else a new one; and whether it was reused."""
-        if self._pooled is not None and self._pooled[0] == where:
-            return self._pooled[1], True
-        self._drop_pooled()
-        settings = self.server.settings
-        handed = settings.connect(where[2], settings.upstream_seconds) if settings.connect is not None else None
-        upstream = EngineConnection(where[0], where[1], settings.upstream_seconds, handed)
-        self._pooled = (where, upstream)
-        return upstream, False
+        """A connection to the engine at ``where``: an idle one of the server's pool (kept alive since
+        an earlier answer, to any client), else a new one; and whether it was reused."""
+        self._drop_upstream()
+        upstream = self.server.engine_pool.take(where)
+        reused = upstream is not None
+        if upstream is None:
+            settings = self.server.settings
+            handed = settings.connect(where[2], settings.upstream_seconds) if settings.connect is not None else None
+            upstream = EngineConnection(where[0], where[1], settings.upstream_seconds, handed)
+        self._in_use = (where, upstream)
+        return upstream, reused
 
     def _handle(self) -> None:
         settings = self.server.settings
@@ -607,11 +627,11 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 upstream.settimeout(settings.upstream_seconds)
                 response = upstream.request(method, self.path, fields, body)
             except TimeoutError:
-                self._drop_pooled()
+                self._drop_upstream()
                 self._timed_out(generation, turn)
                 return
             except (OSError, http.client.HTTPException) as error:
-                self._drop_pooled()
+                self._drop_upstream()
                 if reused and attempt == 0:
                     continue
                 self._engine_failed(generation, error, turn)
@@ -626,7 +646,9 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             # before they give it back).
             self._abandon()
             if not complete or response.will_close or not response.isclosed():
-                self._drop_pooled()
+                self._drop_upstream()
+            else:
+                self._give_back_upstream()
 
     def _abandon(self) -> None:
         """Read and drop the rest of an answer no client takes (a HEAD, an answer cut at the cap, a
@@ -1130,6 +1152,57 @@ class _Relay:
             pass
 
 
+class EnginePool:
+    """Kept-alive connections to the engine, shared by every client of the guard. A request takes one
+    (or opens a new one) and gives it back once the answer was read to its end; at most ``keep`` idle
+    ones are kept, the others are closed. So the engine sees at most the queries running at once plus
+    ``keep`` connections, however many clients keep theirs open to the guard: the Oxigraph server
+    accepts only so many at once (128 a core), and idle clients each holding one would shut out the
+    rest."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._idle: list[tuple[tuple[str, int, int], EngineConnection]] = []
+        self._lock = threading.Lock()
+
+    def take(self, where: tuple[str, int, int]) -> EngineConnection | None:
+        """An idle connection to the engine at ``where`` (host, port, generation), or None; idle
+        connections to an engine that has been restarted since are closed."""
+        stale: list[EngineConnection] = []
+        found = None
+        with self._lock:
+            while self._idle:
+                at, connection = self._idle.pop()  # the most recently used: the least likely closed
+                if at == where:
+                    found = connection
+                    break
+                stale.append(connection)
+        for connection in stale:
+            connection.close()
+        return found
+
+    def give_back(self, where: tuple[str, int, int], connection: EngineConnection) -> None:
+        """Keep ``connection`` (its answer read to the end) for the next request, or close it when
+        ``keep`` are idle already."""
+        with self._lock:
+            if len(self._idle) < self.keep:
+                self._idle.append((where, connection))
+                return
+        connection.close()
+
+    def idle(self) -> int:
+        """How many connections are idle in the pool."""
+        with self._lock:
+            return len(self._idle)
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for _, connection in idle:
+            connection.close()
+
+
 class Turns:
     """At most ``running`` holders at once and at most ``waiting`` more queued for a turn, first come
     first served; the rest are turned away at once, so overload is an answer, not a hang.
@@ -1258,6 +1331,8 @@ class GuardServer(http.server.ThreadingHTTPServer):
         self.settings = settings
         running = max(1, settings.max_concurrent)
         self.turns = Turns(running, settings.max_waiting or max(DEFAULT_WAITING, 4 * running))
+        #: Connections to the engine, shared by every client: idle clients hold none of them.
+        self.engine_pool = EnginePool(running + SPARE_ENGINE_CONNECTIONS)
         self.buffers = Buffers(settings.max_buffered_bytes or 4 * settings.max_result_bytes)
         self._connections = 0
         self._by_address: dict[Any, int] = {}
@@ -1354,6 +1429,7 @@ class GuardServer(http.server.ThreadingHTTPServer):
     def server_close(self) -> None:
         super().server_close()
         self.watchdog.stop()
+        self.engine_pool.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away (reset, broken pipe, timeout) is no error; anything else is logged
