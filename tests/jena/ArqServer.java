@@ -114,7 +114,8 @@ public class ArqServer {
 
     static void send(HttpExchange exchange, int status, String type, byte[] body) throws IOException {
         if (type != null) {
-            exchange.getResponseHeaders().set("Content-Type", type);
+            // As Fuseki writes it: every answer it sends is UTF-8 and says so.
+            exchange.getResponseHeaders().set("Content-Type", type + "; charset=utf-8");
         }
         boolean empty = body.length == 0 || exchange.getRequestMethod().equals("HEAD");
         exchange.sendResponseHeaders(status, empty ? -1 : body.length);
