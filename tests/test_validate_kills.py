@@ -114,6 +114,7 @@ def test_an_endpoint_gets_the_graph_timeout_and_method_asked_for(built_store, mo
     named = validation.validate(data, store, endpoint=endpoint, graph="https://example.org/g", timeout=5, method="post")
     assert calls == [(endpoint, None, 30.0, "auto"), (endpoint, "https://example.org/g", 5, "post")]
     assert report.findings == named.findings and report.records > 0
+    assert report.engine == "sparql" and [rule.id for rule in report.rules][:2] == ["data-readable", "practice-id"]
 
 
 # ------------------------------------------------------------------------------------ the store
@@ -231,7 +232,7 @@ def test_data_that_cannot_be_read_is_reported_with_the_rules_and_the_engine(data
     monkeypatch.setattr(remote, "fetch_graph", lambda *args, **kwargs: pytest.fail("the graph was fetched"))
     _break_a_record(data_copy)
     report = validation.validate(data_copy, tmp_path / "store", endpoint=endpoint)
-    assert not report.readable and report.records == 0 and report.engine == "sparql"
+    assert report.readable is False and report.records == 0 and report.engine == "sparql"
     assert [rule.id for rule in report.rules] == [rule.id for rule in validation.load_rules(validation.shapes_paths())]
     assert [(f.rule_id, f.file) for f in report.findings] == [
         ("data-readable", str(data_copy / "practices" / "SOTA-017.yaml"))
@@ -252,3 +253,30 @@ def test_a_manifest_without_counts_reports_no_records_and_does_not_fail(data_cop
     manifest.write_text(json.dumps(document), encoding="utf-8")
     report = validation.validate(data_copy, store)
     assert report.records == 0 and len(report.findings) == 8
+
+
+def test_a_store_validated_in_process_is_checked_against_the_shapes_given(data_copy, tmp_path):
+    from pyoxigraph import RdfFormat, Store
+
+    from sotakg.graph.rdf import anthology_ntriples
+    from sotakg.records.schema import load_anthology
+
+    anthology = load_anthology(data_copy)
+    store = Store()
+    store.load(anthology_ntriples(anthology), format=RdfFormat.N_TRIPLES)
+    shipped = validation.validate_store(store, anthology)
+    own = validation.validate_store(store, anthology, engine="sparql", shapes=[_one_rule_shapes(tmp_path)])
+    assert [rule.id for rule in own.rules] == ["data-readable", "short-title"] and own.engine == "sparql"
+    assert len(own.findings) == 42 and {f.rule_id for f in own.findings} == {"short-title"}
+    assert shipped.engine == "sparql" and len(shipped.rules) > 10 and shipped.records == len(anthology.records)
+
+
+def test_a_version_iri_is_located_at_its_practice_only(built_store):
+    from sotakg.graph import vocab
+    from sotakg.records.schema import load_anthology
+
+    locator = validation.Locator(load_anthology(built_store[0]))
+    practice, field = locator.record_of(vocab.ID + "SOTA-017-v2")
+    assert practice is not None and practice.id == "SOTA-017" and field == "version"
+    assert locator.record_of(vocab.ID + "LIT-051-v2") == (None, None)  # a paper has no versions
+    assert locator.record_of(vocab.ID + "SOTA-999999-v2") == (None, None)
