@@ -280,3 +280,63 @@ def test_a_version_iri_is_located_at_its_practice_only(built_store):
     assert practice is not None and practice.id == "SOTA-017" and field == "version"
     assert locator.record_of(vocab.ID + "LIT-051-v2") == (None, None)  # a paper has no versions
     assert locator.record_of(vocab.ID + "SOTA-999999-v2") == (None, None)
+
+
+# ------------------------------------------------------------------------------------ results to findings
+
+
+def _findings(built_store, *results, rules=()):
+    from sotakg.records.schema import load_anthology
+
+    return validation.findings_from_results(list(results), load_anthology(built_store[0]), list(rules))
+
+
+SH = "http://www.w3.org/ns/shacl#"
+PRACTICE = "https://w3id.org/sotakg/id/SOTA-017"
+
+
+def test_a_result_of_a_shape_no_rule_declares_is_named_by_its_shape_and_keeps_its_severity(built_store):
+    from sotakg.rules.validate import RawResult
+
+    (warning,) = _findings(built_store, RawResult(PRACTICE, None, None, "https://example.org/r#own", SH + "Warning"))
+    assert (warning.rule_id, warning.severity, warning.message, warning.record) == ("own", "warning", "own", "SOTA-017")
+    (odd,) = _findings(
+        built_store, RawResult("https://example.org/elsewhere", None, None, "https://example.org/r/odd", "x:y", "said")
+    )
+    assert (odd.rule_id, odd.severity, odd.message, odd.record, odd.file, odd.line) == (
+        "odd",
+        "violation",
+        "said",
+        None,
+        None,
+        None,
+    )
+
+
+def test_a_declared_rule_gives_its_severity_message_and_field(built_store):
+    from sotakg.rules.validate import RawResult, Rule
+
+    # The rule's own id, whatever its IRI's local name (a Rule may be made by hand).
+    rule = Rule("mine", "https://example.org/r#shape-7", "info", "{$this} / {?this}: {?value}", "c", "s", "title")
+    result = RawResult(PRACTICE, None, '"x"', rule.iri, "not-a-severity")
+    (finding,) = _findings(built_store, result, rules=[rule])
+    assert (finding.rule_id, finding.severity, finding.message) == ("mine", "info", "SOTA-017 / SOTA-017: x")
+    assert finding.value == "x" and finding.line is not None and finding.line > 1  # the title's line
+    unworded = Rule("bare", "https://example.org/r#bare", "warning", "", "c", "s")
+    (plain,) = _findings(
+        built_store, RawResult(PRACTICE, None, None, unworded.iri, "x", "the engine's"), rules=[unworded]
+    )
+    assert plain.message == "the engine's" and plain.severity == "warning"
+
+
+def test_a_node_shape_result_that_repeats_its_focus_has_no_value(built_store):
+    from sotakg.rules.validate import RawResult
+
+    shape = "https://example.org/r#n"
+    (finding,) = _findings(built_store, RawResult(PRACTICE, None, f"<{PRACTICE}>", shape, SH + "Violation", "{?value}"))
+    assert finding.value is None and finding.message == "(none)"
+    (other,) = _findings(
+        built_store,
+        RawResult(PRACTICE, None, "<https://w3id.org/sotakg/id/LIT-051>", shape, SH + "Violation", "{?value}"),
+    )
+    assert other.value == "LIT-051" and other.message == "LIT-051"
