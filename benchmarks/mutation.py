@@ -93,6 +93,7 @@ TESTS = {
         "tests/test_incremental.py",
         "tests/test_validate_kills.py",
         "tests/test_progress.py",
+        "tests/test_pyshacl_engine.py",
     ],
     "src/sotakg/rules/shacl_compiler.py": [
         "tests/test_shacl_compiler.py",
