@@ -56,8 +56,14 @@ def _translated(invoke: Callable[[click.Context], Any], ctx: click.Context) -> A
     except SotakgError as error:
         raise click.ClickException(_shown(error)) from None
     except OSError as error:  # a path the system refuses: say which and why, not a traceback
-        where = f" {error.filename}" if error.filename else ""
-        raise click.ClickException(f"cannot use{where}: {error.strerror or error}") from None
+        import os
+
+        from .errors import printable
+        from .records.sources import display_path
+
+        # The name may come from a checkout (a folder named with a line break): never print it raw.
+        where = f" {printable(display_path(os.fsdecode(error.filename)))}" if error.filename else ""
+        raise click.ClickException(f"cannot use{where}: {printable(str(error.strerror or error))}") from None
 
 
 class SotakgCommand(click.Command):

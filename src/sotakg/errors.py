@@ -39,6 +39,8 @@ class Problem:
     message: str
     #: The filing rule the problem breaks, when it is one of validate's rules (``id-unique``).
     rule: str | None = None
+    #: How many problems this one stands for: more than 1 for a line that counts those not listed.
+    stands_for: int = 1
 
     def __str__(self) -> str:
         # A file name or a value may hold any character: none reaches a terminal or a CI log as it is.
@@ -53,7 +55,7 @@ class DataError(SotakgError):
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         lines = "\n".join(str(p) for p in problems)
-        count = len(problems)
+        count = sum(problem.stands_for for problem in problems)
         super().__init__(f"{count} problem{'s' if count != 1 else ''} in the data:\n{lines}")
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..errors import StoreBusy, StoreError
+from ..errors import StoreBusy, StoreError, printable
 from ..records.sources import (
     FOLDER_KINDS,
     MAX_FOLDER_DEPTH,
@@ -229,9 +229,14 @@ def build_lock(layout: StoreLayout, wait_seconds: float = 0.0) -> Iterator[None]
         fd = _no_follow_open(layout.lock_path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK)
     except OSError as error:
         fd, problem = -1, str(error.strerror)
-    if fd >= 0 and not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        fd = -1
+    if fd >= 0:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:
+            # A hard link (a committed store.lock that is another name of a file elsewhere) would have
+            # that file truncated and written: refused as a symbolic link is.
+            problem = "not a regular file" if not stat.S_ISREG(status.st_mode) else "a hard link to another file"
+            os.close(fd)
+            fd = -1
     if fd < 0:
         raise StoreError(
             f"cannot use {display_path(layout.lock_path)} as the build lock ({problem}); "
@@ -249,7 +254,7 @@ def build_lock(layout: StoreLayout, wait_seconds: float = 0.0) -> Iterator[None]
                     raise
                 if time.monotonic() >= deadline:
                     handle.seek(0)
-                    holder = handle.read().strip() or "another process"
+                    holder = printable(handle.read(200).strip()) or "another process"
                     raise StoreBusy(
                         f"another sotakg build is running on {display_path(layout.path)} ({holder}); "
                         f"wait for it to finish and run the command again"

@@ -504,6 +504,10 @@ def read_record(path: Path, kind: str, shown: str | None = None, data: bytes | N
     return check_record(kind, values, shown, lines, texts, start)
 
 
+#: The problems of one record's fields that are listed; the rest are counted (each costs memory and a line).
+MAX_PROBLEMS_PER_FILE = 50
+
+
 def check_record(
     kind: str,
     values: dict[str, Any],
@@ -520,22 +524,33 @@ def check_record(
     valid_id = isinstance(record_id, str) and IDENTIFIER_RE.fullmatch(record_id)
     label = record_id if valid_id else shorten(stem_and_suffix(shown)[0], 40)
     problems: list[Problem] = []
+    unreported = 0  # past MAX_PROBLEMS_PER_FILE: counted, not kept (a file of 100,000 bad fields)
     for name, value in values.items():
         field_spec = spec.field(name)
+        why: str | None
         if field_spec is None:
-            known = ", ".join(f.name for f in spec.fields)
-            problems.append(
-                Problem(
-                    shown, lines.get(name, start), label, f"unknown field '{shorten(name, 40)}'; a {kind} has: {known}"
-                )
-            )
+            why = f"unknown field '{shorten(name, 40)}'; a {kind} has: {', '.join(f.name for f in spec.fields)}"
+        else:
+            why = _check_field(field_spec, value, texts.get(name))
+        if not why:
             continue
-        why = _check_field(field_spec, value, texts.get(name))
-        if why:
+        if len(problems) < MAX_PROBLEMS_PER_FILE:
             problems.append(Problem(shown, lines.get(name, start), label, why))
+        else:
+            unreported += 1
     for field_spec in spec.fields:
         if field_spec.required and field_spec.name not in values:
             problems.append(Problem(shown, start, label, f"missing '{field_spec.name}'"))
+    if unreported:
+        problems.append(
+            Problem(
+                shown,
+                problems[MAX_PROBLEMS_PER_FILE - 1].line,
+                label,
+                f"and {unreported} more problems of its fields after this line, not listed; fix those above first",
+                stands_for=unreported,
+            )
+        )
     if problems:
         raise DataError(problems)
     ordered = {f.name: values[f.name] for f in spec.fields if f.name in values}
