@@ -1561,6 +1561,9 @@ class _Connection:
     def close(self) -> None:
         self.closed = True
 
+    def answered_unasked(self) -> bool:
+        return self.name.startswith("stale")
+
 
 def test_the_engine_pool_keeps_a_bounded_number_of_idle_connections_for_the_engine_they_reach():
     from sotakg.server.guard import EnginePool
@@ -1578,3 +1581,282 @@ def test_the_engine_pool_keeps_a_bounded_number_of_idle_connections_for_the_engi
     pool.give_back(restarted, second)  # type: ignore[arg-type]
     pool.close()
     assert second.closed and pool.idle() == 0 and pool.take(restarted) is None
+
+
+def test_the_engine_pool_closes_what_has_idled_too_long_or_was_written_to_meanwhile():
+    from sotakg.server.guard import EnginePool
+
+    engine = ("127.0.0.1", 7878, 1)
+    written, old = _Connection("stale: the engine wrote on it"), _Connection("old")
+    pool = EnginePool(keep=4)
+    pool.give_back(engine, written)  # type: ignore[arg-type]
+    assert pool.take(engine) is None and written.closed
+    patient = EnginePool(keep=4, idle_seconds=0.05)
+    patient.give_back(engine, old)  # type: ignore[arg-type]
+    time.sleep(0.1)
+    assert patient.take(engine) is None and old.closed and patient.idle() == 0
+
+
+# ------------------------------------------------------- abandoned answers, slow readers, stale pooled connections
+
+
+class _BurstThenSilentEngine:
+    """A stand-in engine whose answer to a query is a burst of more than a megabyte, at once,
+    and then nothing while it goes on computing (keeping the connection open, writing nothing) until
+    it is stopped or 10 s have passed; and the engine link that records each stop."""
+
+    def __init__(self) -> None:
+        self.burst = (1 << 20) + 256 * 1024  # past the megabyte the guard once read of such an answer
+        self.port = 0
+        self.stopped: list[float] = []
+        self.stop_asked = threading.Event()
+
+    def answer(self, connection: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += connection.recv(4096)
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/csv\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"%x\r\n" % self.burst
+            + b"x" * self.burst
+            + b"\r\n"
+        )
+        self.stop_asked.wait(10)  # computing the next rows: no write, so a closed connection goes unseen
+
+    def address(self, wait: float):
+        return "127.0.0.1", self.port, 3
+
+    def stop_runaway(self, generation: int, reason: str) -> None:
+        self.stopped.append(time.monotonic())
+        self.stop_asked.set()
+
+    def has_stopped(self, generation: int, wait: float) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("case", ["HEAD", "cut at the cap"])
+def test_an_abandoned_answer_that_goes_quiet_after_a_burst_is_still_stopped_at_its_deadline(case):
+    """The bug this holds fixed: ``GuardHandler._abandon`` drained an answer no client takes (a HEAD, an answer cut at
+    --max-result-bytes) until the engine ends it, the deadline passes, or 1 MiB
+    have come; only the deadline stops the engine. An answer whose first MiB comes at once and whose
+    next rows are costly (the engine writes nothing while it computes them) is dropped after that MiB
+    with the engine still computing: the guard gives the turn back and never stops it, and the
+    engine sees the closed connection only at its next write, hours away perhaps. Against a real
+    `sotakg serve --timeout 5`, a HEAD of
+    ``SELECT * { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i BIND("aaaaaaaaaaaa" AS ?z) FILTER((?d = <…SOTA-119> &&
+    ?e = rdf:type && ?a = <…SOTA-031> && !isIRI(?i) && STRLEN(STR(?i)) < 400) || CONCAT(STR(?a),
+    STR(?d), STR(?g)) = "nope") }`` (a 1.06 MB burst of rows, then some 50 minutes of a product that
+    matches nothing) was answered in 0.2 s and left the engine using a whole core 11 s later, with
+    no line logged and no restart; every such HEAD takes one more core, outside --max-concurrent.
+
+    The rule: --timeout holds for every query the guard forwarded: an answer not read to its end is
+    stopped by its deadline (timeout + 2 s at the latest), however much of it came before."""
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    engine = _BurstThenSilentEngine()
+    timeout = 1.5
+    with stand_in_server(engine.answer) as (port, _):
+        engine.port = port
+        settings = GuardSettings("127.0.0.1", port, engine=engine, upstream_seconds=timeout, log=lambda line: None)
+        if case == "cut at the cap":
+            settings.max_result_bytes = 1000
+        with running_guard("127.0.0.1", 0, settings) as guard:
+            method = "HEAD" if case == "HEAD" else "GET"
+            request = f"{method} /query?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+            started = time.monotonic()
+            answer = raw_request(guard.port, request, 5)
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:80]
+            deadline = started + timeout + 3
+            while not engine.stopped and time.monotonic() < deadline:
+                time.sleep(0.05)
+            engine.stop_asked.set()
+    assert engine.stopped, "the engine was left computing the abandoned query past --timeout"
+    assert engine.stopped[0] - started < timeout + 2
+
+
+class _CappedEngine:
+    """A stand-in engine that, as the Oxigraph server does (``with_max_concurrent_connections``),
+    serves at most ``cap`` connections at once and accepts no more until one closes (the rest wait
+    in its listen backlog). It answers every request on a connection, kept alive: a ``big`` one with
+    ``big_bytes`` of CSV, chunked, any other with ``{"head":{},"boolean":true}`` and its length."""
+
+    def __init__(self, cap: int, big_bytes: int) -> None:
+        self.cap, self.big_bytes = cap, big_bytes
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        self.slots = threading.Semaphore(cap)
+        self.big_answers_sent = 0
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            if not self.slots.acquire(timeout=0.1):
+                continue  # every slot taken: nothing more is accepted
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                self.slots.release()
+                continue
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        try:
+            with connection:
+                connection.settimeout(20)
+                for head, _body in requests_on(connection):
+                    if b"big" in head.split(b"\r\n", 1)[0]:
+                        piece = b"x" * 65536
+                        connection.sendall(
+                            b"HTTP/1.1 200 OK\r\nContent-Type: text/csv\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        )
+                        for _ in range(self.big_bytes // len(piece)):
+                            connection.sendall(b"10000\r\n" + piece + b"\r\n")
+                        connection.sendall(b"0\r\n\r\n")
+                        with self.lock:
+                            self.big_answers_sent += 1
+                    else:
+                        body = b'{"head":{},"boolean":true}'
+                        connection.sendall(
+                            b"HTTP/1.1 200 OK\r\nContent-Type: application/sparql-results+json\r\n"
+                            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                        )
+        except OSError:
+            pass
+        finally:
+            self.slots.release()
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(5)
+        self.listener.close()
+
+
+def test_clients_slow_to_take_finished_answers_cannot_use_up_the_engines_connections():
+    """A turn ends when the engine has sent all of its answer, but the connection to the engine that
+    answer came over is given back to the pool (``_give_back_upstream``) only when the client has
+    taken it too: ``_Relay.finish`` and the ``wfile.write`` of a buffered answer wait up to
+    CLIENT_SECONDS (60 s) for a client that does not read, holding that engine connection, idle,
+    all the while. The Oxigraph server takes at most 128 connections a core (256 on two) and
+    accepts no more: clients (two addresses' share, 2 x 128) that each ask for an answer larger than
+    the socket buffers take in (some 3 MB on loopback) and do not read it hold every connection the
+    engine takes, for a minute and again after. Every other client's query then waits for a
+    connection the engine never accepts, until --timeout: 504, and the real `sotakg serve` restarts
+    the engine for it. Here the stand-in engine takes 8 connections and 8 such clients hold them.
+
+    The rule: an engine connection whose answer has been read to its end is idle, and goes back to the
+    pool at once (or is closed), however long the client takes to read what the guard holds for it;
+    so the next client's ``ASK {}`` is answered at once."""
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    cap = 8
+    engine = _CappedEngine(cap, big_bytes=8 << 20)  # more than the socket buffers of a client that does not read
+    stalled: list[socket.socket] = []
+    try:
+        settings = GuardSettings("127.0.0.1", engine.port, upstream_seconds=3.0, log=lambda line: None)
+        with running_guard("127.0.0.1", 0, settings) as guard:
+            try:
+                for _ in range(cap):
+                    client = socket.socket()
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    client.settimeout(10)
+                    client.connect(("127.0.0.1", guard.port))
+                    client.sendall(b"GET /query?query=ASK%7B%7D&big HTTP/1.1\r\nHost: x\r\n\r\n")
+                    stalled.append(client)  # never reads
+                    deadline = time.monotonic() + 10
+                    while engine.big_answers_sent < len(stalled) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                assert engine.big_answers_sent == cap  # every answer sent whole: the engine is done with them
+                asked = time.monotonic()
+                answer = raw_request(guard.port, ASK_REQUEST, 10)
+                took = time.monotonic() - asked
+            finally:
+                for client in stalled:
+                    client.close()
+    finally:
+        engine.close()
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"head":{},"boolean":true}'), answer[:120]
+    assert took < 2, took
+
+
+#: What the Oxigraph server (0.5.13) writes on a kept-alive connection that has carried no request for
+#: 60 s (its read times out), before it closes it: an answer to no request.
+ENGINE_IDLE_TIMEOUT_ANSWER = (
+    b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"server: Oxigraph/0.5.13\r\ncontent-length: 46\r\n\r\nResource temporarily unavailable (os error 11)"
+)
+
+
+def _engine_that_times_idle_connections_out(idle_seconds: float) -> Callable[[socket.socket], None]:
+    """A stand-in engine that answers every request ``{"head":{},"boolean":true}`` on a kept-alive
+    connection and, as the Oxigraph server does after 60 s, writes ENGINE_IDLE_TIMEOUT_ANSWER and
+    closes the connection once it has carried no request for ``idle_seconds``."""
+
+    def answer(connection: socket.socket) -> None:
+        connection.settimeout(idle_seconds)
+        pending = b""
+        while True:
+            try:
+                data = connection.recv(65536)
+            except TimeoutError:
+                connection.sendall(ENGINE_IDLE_TIMEOUT_ANSWER)
+                return
+            if not data:
+                return
+            pending += data
+            while b"\r\n\r\n" in pending:
+                _head, _, pending = pending.partition(b"\r\n\r\n")
+                body = b'{"head":{},"boolean":true}'
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/sparql-results+json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+
+    return answer
+
+
+def test_a_pooled_engine_connection_the_engine_timed_out_never_answers_the_next_query():
+    """``EnginePool`` keeps idle connections to the engine for the next request of any client, for
+    as long as no request comes. The Oxigraph server times out a kept-alive connection that carries
+    no request for 60 s: it writes ENGINE_IDLE_TIMEOUT_ANSWER (a 500 "Resource temporarily
+    unavailable (os error 11)") on it and closes it. The next query the guard sends over that
+    connection reads that 500 as its answer (no error, so no retry over a fresh connection) and the
+    client gets it: after a quiet minute, the first queries (one per idle pooled connection, up to
+    --max-concurrent + 4) are answered 500 instead of their results. (Before the pool, a client's
+    own engine connection never outlived the client's head_seconds of idleness.) Here the stand-in
+    engine times connections out after 1 s, as the Oxigraph server does after 60 s;
+    ``test_after_a_quiet_minute_the_first_query_is_answered_by_the_real_engine`` shows the same with the
+    real server.
+
+    The rule: a pooled connection that the engine has answered or closed while it was idle (bytes or
+    the end of the stream waiting on it), or that has been idle about as long as the engine allows,
+    is closed, not used; the query goes over a fresh connection and is answered 200."""
+    from sotakg.server.guard import GuardSettings, running_guard
+
+    with stand_in_server(_engine_that_times_idle_connections_out(1.0)) as (port, _):
+        settings = GuardSettings("127.0.0.1", port, log=lambda line: None)
+        with running_guard("127.0.0.1", 0, settings) as guard:
+            first = raw_request(guard.port, ASK_REQUEST, 5)
+            time.sleep(1.6)  # the engine has timed the pooled connection out
+            second = raw_request(guard.port, ASK_REQUEST, 5)
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert second.startswith(b"HTTP/1.1 200 ") and second.endswith(b'{"head":{},"boolean":true}'), second[:200]
+
+
+def test_after_a_quiet_minute_the_first_query_is_answered_by_the_real_engine(built_store):
+    """The same as ``test_a_pooled_engine_connection_the_engine_timed_out_never_answers_the_next_query``,
+    with the Oxigraph server itself (65 s): an ``ASK {}``, a minute of quiet, and the next ``ASK {}``
+    is answered "500 Internal Server Error ... Resource temporarily unavailable (os error 11)".
+
+    The rule: it is answered 200 and true."""
+    with guard_over_engine(built_store) as guard:
+        first = raw_request(guard.port, ASK_REQUEST, 10)
+        time.sleep(62)  # past the Oxigraph server's 60 s for a kept-alive connection without a request
+        second = raw_request(guard.port, ASK_REQUEST, 10)
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert second.startswith(b"HTTP/1.1 200 ") and second.endswith(b'{"head":{},"boolean":true}'), second[:200]

@@ -88,8 +88,6 @@ _PLAIN_AUTHORITY = re.compile(r"(?:[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]
 #: A target that starts with a scheme: absolute form, or nothing the guard reads.
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _ABSOLUTE_FORM = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://(?:" + _PLAIN_AUTHORITY.pattern + r")(?P<rest>[/?].*)?", re.S)
-#: How much of an answer no client takes is read and dropped before the engine's connection closes.
-DRAIN_ANSWER_BYTES = 1 << 20
 #: How much of a refused body is read and dropped, and for how long, before the connection closes.
 DRAIN_BYTES = 64 * 1024 * 1024
 DRAIN_SECONDS = 5.0
@@ -107,6 +105,9 @@ ENGINE_EXIT_SECONDS = 0.5
 RETRY_AFTER = 1
 #: Idle connections to the engine kept for reuse beyond one per query that may run at once.
 SPARE_ENGINE_CONNECTIONS = 4
+#: Seconds an idle connection to the engine is kept for reuse: well below the Oxigraph server's 60 s,
+#: after which it answers a 500 on the connection and closes it.
+ENGINE_IDLE_SECONDS = 20.0
 SD_FEDERATED = "http://www.w3.org/ns/sparql-service-description#BasicFederatedQuery"
 FORM_MEDIA = "application/x-www-form-urlencoded"
 #: Headers that describe one connection, not the message: never passed through.
@@ -523,6 +524,12 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self._in_use[1].close()
             self._in_use = None
 
+    def _engine_done(self, response: EngineAnswer) -> None:
+        """The engine's answer has been read to its end: its connection goes back to the pool now,
+        not once the client has taken the answer (a client that does not read would hold it)."""
+        if response.isclosed() and not response.will_close:
+            self._give_back_upstream()
+
     def _give_back_upstream(self) -> None:
         """Give the connection this request used back to the server's pool, its answer read to the end."""
         if self._in_use is not None:
@@ -652,26 +659,24 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
 
     def _abandon(self) -> None:
         """Read and drop the rest of an answer no client takes (a HEAD, an answer cut at the cap, a
-        client gone or too slow), until the engine ends it, ``DRAIN_ANSWER_BYTES`` have come, or the
-        query's deadline passes; then the engine is stopped as for any query past ``--timeout``.
-        Closing the connection at once would leave the engine computing until it next writes, which
-        for a query whose later rows are costly may be hours away; an engine still writing after the
-        budget sees the close at its next write. Called with the query's turn held, so abandoned
-        queries count against ``--max-concurrent``; an answer with a length was complete already."""
+        client gone or too slow), until the engine ends it or the query's deadline passes; then the
+        engine is stopped as for any query past ``--timeout``. Closing the connection at once, or
+        after so many bytes, would leave the engine computing until it next writes, which for a
+        query whose later rows are costly may be hours away (a first megabyte of rows at once, then
+        a product that matches nothing): ``--timeout`` holds for every query forwarded. Called with
+        the query's turn held, so abandoned queries count against ``--max-concurrent``; an answer
+        with a length was complete already."""
         pending, self._pending = self._pending, None
         if pending is None:
             return
         response, upstream, deadline, generation = pending
         if response.isclosed() or response.length is not None:
             return
-        left = DRAIN_ANSWER_BYTES
         try:
-            while left > 0:
+            while True:
                 self._wait_budget(upstream, deadline)
-                data = response.read1(CHUNK)
-                if not data:
+                if not response.read1(CHUNK):
                     return
-                left -= len(data)
         except TimeoutError:
             self._stop_engine(generation)
         except (OSError, http.client.HTTPException):
@@ -815,6 +820,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             if no_body:
                 self._abandon()  # a HEAD: the engine computes the body all the same
             turn.release()
+            self._engine_done(response)
             if no_body or not buffered:
                 self.wfile.write(held)
             elif len(buffered) <= CHUNK:
@@ -875,6 +881,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 sent += len(data)
                 tail = (tail + data)[-64:]
             turn.release()
+            self._engine_done(response)
             if response.status == 200 and not ends_whole(content_type, tail):
                 nothing_sent = held.startswith(b"HTTP/")
                 if nothing_sent:
@@ -1160,23 +1167,29 @@ class EnginePool:
     accepts only so many at once (128 a core), and idle clients each holding one would shut out the
     rest."""
 
-    def __init__(self, keep: int) -> None:
+    def __init__(self, keep: int, idle_seconds: float = ENGINE_IDLE_SECONDS) -> None:
         self.keep = keep
-        self._idle: list[tuple[tuple[str, int, int], EngineConnection]] = []
+        self.idle_seconds = idle_seconds
+        self._idle: list[tuple[tuple[str, int, int], EngineConnection, float]] = []
         self._lock = threading.Lock()
 
     def take(self, where: tuple[str, int, int]) -> EngineConnection | None:
-        """An idle connection to the engine at ``where`` (host, port, generation), or None; idle
-        connections to an engine that has been restarted since are closed."""
+        """An idle connection to the engine at ``where`` (host, port, generation), or None. Idle
+        connections that cannot carry a request are closed: to an engine restarted since, idle longer
+        than ``idle_seconds``, or written to or closed by the engine meanwhile."""
         stale: list[EngineConnection] = []
         found = None
+        now = time.monotonic()
         with self._lock:
             while self._idle:
-                at, connection = self._idle.pop()  # the most recently used: the least likely closed
-                if at == where:
+                at, connection, since = self._idle.pop()  # the most recently used: the least likely closed
+                if at == where and now - since <= self.idle_seconds:
                     found = connection
                     break
                 stale.append(connection)
+        if found is not None and found.answered_unasked():
+            stale.append(found)
+            found = None
         for connection in stale:
             connection.close()
         return found
@@ -1186,7 +1199,7 @@ class EnginePool:
         ``keep`` are idle already."""
         with self._lock:
             if len(self._idle) < self.keep:
-                self._idle.append((where, connection))
+                self._idle.append((where, connection, time.monotonic()))
                 return
         connection.close()
 
@@ -1199,7 +1212,7 @@ class EnginePool:
         """Close every idle connection."""
         with self._lock:
             idle, self._idle = self._idle, []
-        for _, connection in idle:
+        for _, connection, _since in idle:
             connection.close()
 
 

@@ -178,6 +178,17 @@ class EngineConnection:
         self.sock.sendall(data + body if body else data)
         return EngineAnswer(self._reader, method)
 
+    def answered_unasked(self) -> bool:
+        """Whether the engine has written to (or closed) this connection while no request was on it:
+        an idle connection it timed out (the Oxigraph server writes a 500 after 60 s without a request,
+        then closes), which must not carry the next request."""
+        import select
+
+        try:
+            return bool(select.select([self.sock], [], [], 0)[0])
+        except (OSError, ValueError):  # closed already
+            return True
+
     def close(self) -> None:
         self._reader.close()
         self.sock.close()
