@@ -295,6 +295,27 @@ def virtuoso_missing() -> str | None:
 
 
 @contextmanager
+def logged_server(command: list[str], folder: Path, url: str, seconds: float, log: Path) -> Iterator[None]:
+    """A server process started in ``folder`` in a session of its own, its output to
+    ``folder/stdout.log``, answering ``url`` within ``seconds`` (else the tail of ``log`` is shown);
+    stopped by its pid at the end."""
+    output = (folder / "stdout.log").open("wb")
+    process = subprocess.Popen(
+        command, cwd=folder, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        try:
+            wait_until_answers(url, process, seconds)
+        except AssertionError as error:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise AssertionError(f"{error}\n{tail}") from None
+        yield
+    finally:
+        stop(process)
+        output.close()
+
+
+@contextmanager
 def virtuoso(folder: Path, seconds: float = 90.0) -> Iterator[Virtuoso]:
     """A real Virtuoso 7 in ``folder`` on free loopback ports, with the publishing account granted by
     ``isql-vt``; stopped by its pid at the end."""
@@ -302,26 +323,9 @@ def virtuoso(folder: Path, seconds: float = 90.0) -> Iterator[Virtuoso]:
     sql_port, http_port = free_port(), free_port()
     ini = folder / "virtuoso.ini"
     ini.write_text(VIRTUOSO_INI.format(db=folder, sql_port=sql_port, http_port=http_port), encoding="utf-8")
-    log = (folder / "stdout.log").open("wb")
-    process = subprocess.Popen(
-        ["virtuoso-t", "+foreground", "+configfile", str(ini)],
-        cwd=folder,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        base = f"http://{LOOPBACK}:{http_port}"
-        try:
-            wait_until_answers(base + "/sparql?query=ASK%7B%7D", process, seconds)
-        except AssertionError as error:
-            tail = (
-                (folder / "virtuoso.log").read_text(errors="replace")[-2000:]
-                if (folder / "virtuoso.log").exists()
-                else ""
-            )
-            raise AssertionError(f"{error}\n{tail}") from None
+    base = f"http://{LOOPBACK}:{http_port}"
+    command = ["virtuoso-t", "+foreground", "+configfile", str(ini)]
+    with logged_server(command, folder, base + "/sparql?query=ASK%7B%7D", seconds, folder / "virtuoso.log"):
         subprocess.run(
             ["isql-vt", f"{LOOPBACK}:{sql_port}", "dba", "dba", f"exec={VIRTUOSO_GRANTS}"],
             check=True,
@@ -330,9 +334,6 @@ def virtuoso(folder: Path, seconds: float = 90.0) -> Iterator[Virtuoso]:
             timeout=60,
         )
         yield Virtuoso(base)
-    finally:
-        stop(process)
-        log.close()
 
 
 # ------------------------------------------------------------------------------------------- Jena ARQ
@@ -385,21 +386,7 @@ def jena(folder: Path) -> Iterator[str]:
         timeout=120,
     )
     port = free_port()
-    log = (folder / "stdout.log").open("wb")
-    process = subprocess.Popen(
-        ["java", "-Xmx512m", "-cp", f"{folder}:{_jena_resources(folder)}:{classpath}", "ArqServer", str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        base = f"http://{LOOPBACK}:{port}"
-        try:
-            wait_until_answers(base + "/ds/query?query=ASK%7B%7D", process, 60)
-        except AssertionError as error:
-            raise AssertionError(f"{error}\n{(folder / 'stdout.log').read_text(errors='replace')[-2000:]}") from None
+    base = f"http://{LOOPBACK}:{port}"
+    command = ["java", "-Xmx512m", "-cp", f"{folder}:{_jena_resources(folder)}:{classpath}", "ArqServer", str(port)]
+    with logged_server(command, folder, base + "/ds/query?query=ASK%7B%7D", 60, folder / "stdout.log"):
         yield base
-    finally:
-        stop(process)
-        log.close()

@@ -1458,6 +1458,13 @@ def read_answer(connection: socket.socket, seconds: float) -> bytes:
     return data
 
 
+def timed_request(port: int, request: bytes, seconds: float) -> tuple[bytes, float]:
+    """``raw_request``'s answer and how long it took."""
+    asked = time.monotonic()
+    answer = raw_request(port, request, seconds)
+    return answer, time.monotonic() - asked
+
+
 def test_idle_kept_alive_clients_cannot_use_up_the_engines_connections(built_store):
     """The bug this holds fixed: each client connection kept its own connection to the engine open
     between requests, however many clients there were. The Oxigraph server takes at most
@@ -1502,9 +1509,7 @@ def test_idle_kept_alive_clients_cannot_use_up_the_engines_connections(built_sto
                     else:  # 503 (busy: the guard's turns) or no answer: not held
                         client.close()
             assert len(held) == engine_limit, (len(held), lines[:3])
-            asked = time.monotonic()
-            answer = raw_request(guard.port, ASK_REQUEST, 15)
-            took = time.monotonic() - asked
+            answer, took = timed_request(guard.port, ASK_REQUEST, 15)
         finally:
             for client in held:
                 client.close()
@@ -1772,9 +1777,7 @@ def test_clients_slow_to_take_finished_answers_cannot_use_up_the_engines_connect
                     while engine.big_answers_sent < len(stalled) and time.monotonic() < deadline:
                         time.sleep(0.05)
                 assert engine.big_answers_sent == cap  # every answer sent whole: the engine is done with them
-                asked = time.monotonic()
-                answer = raw_request(guard.port, ASK_REQUEST, 10)
-                took = time.monotonic() - asked
+                answer, took = timed_request(guard.port, ASK_REQUEST, 10)
             finally:
                 for client in stalled:
                     client.close()
