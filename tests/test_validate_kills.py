@@ -158,10 +158,60 @@ def test_a_store_that_cannot_be_opened_is_named_in_the_error(tmp_path, monkeypat
         ('"\\u00e9t\\u00C9"', "\u00e9t\u00c9"),
         ('"odd \\q escape"', "odd q escape"),
         ('"tab\\there"@en', "tab\there"),
+        ('"say \\"hi\\""@en', 'say "hi"'),
+        ('"ends in a backslash \\\\"', "ends in a backslash \\"),
+        ('"\\\\\\""', '\\"'),
+        ('"\\""^^<http://www.w3.org/2001/XMLSchema#string>', '"'),
+        ('""', ""),
+        ('"unclosed', "unclosed"),
+        ('"x', "x"),
+        ('"unclosed \\"', 'unclosed "'),  # its last quote is escaped: no closing quote
     ],
 )
 def test_a_literals_escapes_are_shown_as_the_characters_they_stand_for(term, shown):
     assert validation.short_term(term) == shown
+
+
+def test_a_namespace_alone_is_no_short_id():
+    from sotakg.graph import vocab
+
+    assert validation.short_iri(vocab.ID) == vocab.ID
+    assert validation.short_iri(vocab.ID + "SOTA-017") == "SOTA-017"
+
+
+def test_findings_sort_by_file_line_rule_record_message_value_focus_with_blanks_first():
+    def finding(**fields):
+        values = {
+            "file": "A.yaml",
+            "line": 1,
+            "rule_id": "r",
+            "record": "R",
+            "message": "m",
+            "value": "v",
+            "focus": "f",
+        }
+        values.update(fields)
+        return Finding(
+            values["rule_id"], "violation", values["record"], values["file"], values["line"], values["message"],
+            focus=values["focus"], value=values["value"],
+        )  # fmt: skip
+
+    pairs = [
+        (finding(file="A.yaml"), finding(file=None)),
+        (finding(line=None, rule_id="z"), finding(line=1, rule_id="a")),
+        (finding(record=None), finding(record="A")),
+        (finding(record="A", message="z"), finding(record="B", message="a")),
+        (finding(value=None), finding(value="A")),
+        (finding(value="A", focus="z"), finding(value="B", focus="a")),
+        (finding(focus=None), finding(focus="A")),
+    ]
+    for first, second in pairs:
+        assert sorted([second, first], key=Finding.sort_key) == [first, second]
+
+
+def test_a_severity_of_its_own_is_counted_too():
+    report = ValidationReport([_finding("notice"), _finding("notice"), _finding("warning")], [], "sparql")
+    assert report.counts == {"violation": 0, "warning": 1, "info": 0, "notice": 2}
 
 
 # ------------------------------------------------------------------------------------ what a run uses
