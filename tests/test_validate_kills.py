@@ -390,3 +390,33 @@ def test_a_node_shape_result_that_repeats_its_focus_has_no_value(built_store):
         RawResult(PRACTICE, None, "<https://w3id.org/sotakg/id/LIT-051>", shape, SH + "Violation", "{?value}"),
     )
     assert other.value == "LIT-051" and other.message == "LIT-051"
+
+
+# ------------------------------------------------------------------------------------ rules and engines
+
+
+def test_rules_are_read_as_turtle_whatever_the_file_is_called_with_defaults_for_what_they_leave_out(tmp_path):
+    shapes = tmp_path / "rules.shacl"  # no .ttl: the name says nothing of the syntax
+    shapes.write_text(
+        "@prefix sh: <http://www.w3.org/ns/shacl#> .\n"
+        "<https://example.org/r#odd> a sh:NodeShape ; sh:severity <https://example.org/Custom> ; sh:message [] .\n"
+        "<https://example.org/r#bare> a sh:NodeShape ; sh:severity sh:Info .\n"
+        "[] sh:severity sh:Warning .\n",
+        encoding="utf-8",
+    )
+    rules = {rule.id: rule for rule in validation.load_rules([shapes])}
+    assert list(rules) == ["data-readable", "odd", "bare"]
+    assert rules["odd"].severity == "violation" and rules["odd"].message.startswith("_:")
+    assert (rules["bare"].severity, rules["bare"].message, rules["bare"].comment, rules["bare"].source) == (
+        "info",
+        "",
+        "",
+        "",
+    )
+    assert rules["bare"].report_field is None
+
+
+def test_an_unknown_engine_is_a_usage_problem_naming_the_engines():
+    with pytest.raises(UsageProblem) as raised:
+        validation.engine_named("fast")
+    assert str(raised.value) == "unknown validation engine 'fast'; use one of: sparql, pyshacl"
