@@ -4,6 +4,7 @@ Every server here is a real `sotakg serve` on 127.0.0.1, started by the test; ev
 
 from __future__ import annotations
 
+import collections
 import http.client
 import os
 import re
@@ -1458,6 +1459,15 @@ def read_answer(connection: socket.socket, seconds: float) -> bytes:
     return data
 
 
+def assert_answered_at_once(answer: bytes, took: float, lines: list[str] | tuple = ()) -> None:
+    """An ``ASK {}`` through the guard was answered true, within 2 s."""
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"head":{},"boolean":true}'), (
+        answer[:120],
+        list(lines)[:3],
+    )
+    assert took < 2, took
+
+
 def timed_request(port: int, request: bytes, seconds: float) -> tuple[bytes, float]:
     """``raw_request``'s answer and how long it took."""
     asked = time.monotonic()
@@ -1679,11 +1689,17 @@ def test_an_abandoned_answer_that_goes_quiet_after_a_burst_is_still_stopped_at_i
     assert engine.stopped[0] - started < timeout + 2
 
 
+PIECE = 65536
+_TAG = re.compile(rb"[?&]client=([0-9]+)")
+
+
 class _CappedEngine:
     """A stand-in engine that, as the Oxigraph server does (``with_max_concurrent_connections``),
-    serves at most ``cap`` connections at once and accepts no more until one closes (the rest wait
-    in its listen backlog). It answers every request on a connection, kept alive: a ``big`` one with
-    ``big_bytes`` of CSV, chunked, any other with ``{"head":{},"boolean":true}`` and its length."""
+    serves at most ``cap`` connections at once and accepts no more until one closes. It answers
+    every request on a kept-alive connection and counts them: a ``big`` one with ``big_bytes`` of
+    CSV, chunked; any other with ``{"head":{},"boolean":true}`` and its Content-Length, as the
+    Oxigraph server answers an ``ASK``. ``by_client`` counts the requests whose target says
+    ``client=N``."""
 
     def __init__(self, cap: int, big_bytes: int) -> None:
         self.cap, self.big_bytes = cap, big_bytes
@@ -1693,6 +1709,8 @@ class _CappedEngine:
         self.listener.settimeout(0.1)
         self.port = self.listener.getsockname()[1]
         self.slots = threading.Semaphore(cap)
+        self.requests = 0
+        self.by_client: collections.Counter[int] = collections.Counter()
         self.big_answers_sent = 0
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -1702,7 +1720,7 @@ class _CappedEngine:
     def _accept(self) -> None:
         while not self.stopping.is_set():
             if not self.slots.acquire(timeout=0.1):
-                continue  # every slot taken: nothing more is accepted
+                continue  # every slot is taken: nothing more is accepted
             try:
                 connection, _ = self.listener.accept()
             except OSError:
@@ -1715,13 +1733,18 @@ class _CappedEngine:
             with connection:
                 connection.settimeout(20)
                 for head, _body in requests_on(connection):
-                    if b"big" in head.split(b"\r\n", 1)[0]:
-                        piece = b"x" * 65536
+                    line = head.split(b"\r\n", 1)[0]
+                    tag = _TAG.search(line)
+                    with self.lock:
+                        self.requests += 1
+                        if tag:
+                            self.by_client[int(tag.group(1))] += 1
+                    if b"big" in line:
                         connection.sendall(
                             b"HTTP/1.1 200 OK\r\nContent-Type: text/csv\r\nTransfer-Encoding: chunked\r\n\r\n"
                         )
-                        for _ in range(self.big_bytes // len(piece)):
-                            connection.sendall(b"10000\r\n" + piece + b"\r\n")
+                        for _ in range(self.big_bytes // PIECE):
+                            connection.sendall(b"%x\r\n" % PIECE + b"x" * PIECE + b"\r\n")
                         connection.sendall(b"0\r\n\r\n")
                         with self.lock:
                             self.big_answers_sent += 1
@@ -1740,6 +1763,23 @@ class _CappedEngine:
         self.stopping.set()
         self.thread.join(5)
         self.listener.close()
+
+    def __enter__(self) -> _CappedEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextmanager
+def stalled_clients() -> Iterator[list[socket.socket]]:
+    """A list for the client connections a test stalls; each is closed at the end."""
+    stalled: list[socket.socket] = []
+    try:
+        yield stalled
+    finally:
+        for client in stalled:
+            client.close()
 
 
 def test_clients_slow_to_take_finished_answers_cannot_use_up_the_engines_connections():
@@ -1760,31 +1800,22 @@ def test_clients_slow_to_take_finished_answers_cannot_use_up_the_engines_connect
     from sotakg.server.guard import GuardSettings, running_guard
 
     cap = 8
-    engine = _CappedEngine(cap, big_bytes=8 << 20)  # more than the socket buffers of a client that does not read
-    stalled: list[socket.socket] = []
-    try:
+    with _CappedEngine(cap, big_bytes=8 << 20) as engine:  # more than the socket buffers of a client that does not read
         settings = GuardSettings("127.0.0.1", engine.port, upstream_seconds=3.0, log=lambda line: None)
-        with running_guard("127.0.0.1", 0, settings) as guard:
-            try:
-                for _ in range(cap):
-                    client = socket.socket()
-                    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-                    client.settimeout(10)
-                    client.connect(("127.0.0.1", guard.port))
-                    client.sendall(b"GET /query?query=ASK%7B%7D&big HTTP/1.1\r\nHost: x\r\n\r\n")
-                    stalled.append(client)  # never reads
-                    deadline = time.monotonic() + 10
-                    while engine.big_answers_sent < len(stalled) and time.monotonic() < deadline:
-                        time.sleep(0.05)
-                assert engine.big_answers_sent == cap  # every answer sent whole: the engine is done with them
-                answer, took = timed_request(guard.port, ASK_REQUEST, 10)
-            finally:
-                for client in stalled:
-                    client.close()
-    finally:
-        engine.close()
-    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"head":{},"boolean":true}'), answer[:120]
-    assert took < 2, took
+        with running_guard("127.0.0.1", 0, settings) as guard, stalled_clients() as stalled:
+            for _ in range(cap):
+                client = socket.socket()
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                client.settimeout(10)
+                client.connect(("127.0.0.1", guard.port))
+                client.sendall(b"GET /query?query=ASK%7B%7D&big HTTP/1.1\r\nHost: x\r\n\r\n")
+                stalled.append(client)  # never reads
+                deadline = time.monotonic() + 10
+                while engine.big_answers_sent < len(stalled) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            assert engine.big_answers_sent == cap  # every answer sent whole: the engine is done with them
+            answer, took = timed_request(guard.port, ASK_REQUEST, 10)
+    assert_answered_at_once(answer, took)
 
 
 #: What the Oxigraph server (0.5.13) writes on a kept-alive connection that has carried no request for

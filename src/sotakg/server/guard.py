@@ -524,11 +524,18 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             self._in_use[1].close()
             self._in_use = None
 
-    def _engine_done(self, response: EngineAnswer) -> None:
-        """The engine's answer has been read to its end: its connection goes back to the pool now,
-        not once the client has taken the answer (a client that does not read would hold it)."""
+    def _release(self, turn: _Turn, response: EngineAnswer) -> None:
+        """Give the query's turn back. The guard reads no more of the engine's answer then, so the
+        connection it came over is settled at once, before anything is written to a client that may
+        not read: back to the pool when the answer was read to its end, else closed. (Held until the
+        client had taken its answer, it would be one engine connection per stalled client, outside
+        --max-concurrent.)"""
+        turn.release()
         if response.isclosed() and not response.will_close:
             self._give_back_upstream()
+        else:
+            self._pending = None  # nothing is left to drain over a closed connection
+            self._drop_upstream()
 
     def _give_back_upstream(self) -> None:
         """Give the connection this request used back to the server's pool, its answer read to the end."""
@@ -753,7 +760,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         length = response.length if response.status not in (204, 304) and response.status >= 200 else None
         # A HEAD is answered as the GET it stands for would be: over the cap, that is a 502 too.
         if length is not None and length > settings.max_result_bytes and (self.command == "HEAD" or not no_body):
-            turn.release()
+            self._release(turn, response)
             self._too_large()
             return False
         buffered: bytes | bytearray | None = None
@@ -767,7 +774,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                     bytes(buffered), response.getheader("Content-Type") or "", self._own_url()
                 )
             except DescriptionUnreadable as error:
-                turn.release()
+                self._release(turn, response)
                 settings.log(f"sotakg serve: could not take federation out of the service description: {error}")
                 self._plain(502, "the server could not prepare its service description; ask for N-Triples\n")
                 return False
@@ -792,7 +799,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 prefix = bytes(read)
         content_type = response.getheader("Content-Type") or ""
         if response.status == 200 and buffered is not None and not ends_whole(content_type, bytes(buffered[-64:])):
-            turn.release()
+            self._release(turn, response)
             self._unfinished(content_type, say_so=True)
             return False
         chunked = not no_body and length is None
@@ -819,8 +826,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         if no_body or buffered is not None:
             if no_body:
                 self._abandon()  # a HEAD: the engine computes the body all the same
-            turn.release()
-            self._engine_done(response)
+            self._release(turn, response)
             if no_body or not buffered:
                 self.wfile.write(held)
             elif len(buffered) <= CHUNK:
@@ -844,12 +850,12 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                         data = response.read1(CHUNK)
                 except TimeoutError:
                     self._stop_engine(generation)
-                    turn.release()
+                    self._release(turn, response)
                     out.finish(held)
                     return False  # unfinished: the client sees a truncated answer
                 except (OSError, http.client.HTTPException) as error:
                     settings.log(f"sotakg serve: the answer to {self.command} {self._short()} broke off: {error}")
-                    turn.release()
+                    self._release(turn, response)
                     out.finish(held)
                     return False  # unfinished: the client sees a truncated answer
                 if not data and response.length:  # the engine ended short of its Content-Length
@@ -857,7 +863,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                         f"sotakg serve: the answer to {self.command} {self._short()} broke off "
                         f"{response.length} bytes short of its length"
                     )
-                    turn.release()
+                    self._release(turn, response)
                     out.finish(held)
                     return False  # unfinished: fewer bytes than the length the client was told
                 if not data:
@@ -866,7 +872,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                     return False  # the client went away: stop reading the engine's answer for nobody
                 if sent + len(data) > settings.max_result_bytes:
                     self._abandon()
-                    turn.release()
+                    self._release(turn, response)
                     out.finish(held + _piece(data[: settings.max_result_bytes - sent], chunked))
                     settings.log(
                         f"sotakg serve: stopped the answer to {self.command} {self._short()} at "
@@ -880,8 +886,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                 holding_body = True
                 sent += len(data)
                 tail = (tail + data)[-64:]
-            turn.release()
-            self._engine_done(response)
+            self._release(turn, response)
             if response.status == 200 and not ends_whole(content_type, tail):
                 nothing_sent = held.startswith(b"HTTP/")
                 if nothing_sent:
@@ -945,12 +950,12 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
                     return body
                 if len(body) + len(data) > settings.max_result_bytes and stop_after is None:
                     self._abandon()
-                    turn.release()
+                    self._release(turn, response)
                     self._too_large()
                     return None
                 if not self.server.buffers.reserve(len(data)):
                     self._abandon()
-                    turn.release()
+                    self._release(turn, response)
                     settings.log(
                         f"sotakg serve: refused the answer to {self.command} {self._short()}: "
                         f"{self.server.buffers.limit} bytes of answers already wait for their clients"
