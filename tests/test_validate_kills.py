@@ -110,8 +110,10 @@ def test_an_endpoint_gets_the_graph_timeout_and_method_asked_for(built_store, mo
 
     monkeypatch.setattr(remote, "fetch_graph", fetched)
     endpoint = "http://127.0.0.1:9/sparql"
-    report = validation.validate(data, store, endpoint=endpoint)
+    heard = []
+    report = validation.validate(data, store, endpoint=endpoint, progress=lambda *step: heard.append(step))
     named = validation.validate(data, store, endpoint=endpoint, graph="https://example.org/g", timeout=5, method="post")
+    assert heard[0] == (0, 1, "reading the data") and heard[-1][2] == "done" and len(heard) > 10
     assert calls == [(endpoint, None, 30.0, "auto"), (endpoint, "https://example.org/g", 5, "post")]
     assert report.findings == named.findings and report.records > 0
     assert report.engine == "sparql" and [rule.id for rule in report.rules][:2] == ["data-readable", "practice-id"]
