@@ -13,7 +13,8 @@ The configuration is ``[tool.mutmut]`` in pyproject.toml (the scope, the files t
 pytest options); this runner narrows it to the module asked for and to ``TESTS[module]``, reruns every
 mutant of that module (no result is taken from an earlier run; ``--survivors`` reruns only the ones the
 last run left alive, against the tests as they are now, and keeps the other verdicts: the quick check
-of new tests written to kill them), reads the verdicts from mutmut's
+of new tests written to kill them; ``--leave-out TEST_FILE`` runs without one slow test file of the
+area, a stricter and quicker run), reads the verdicts from mutmut's
 ``mutants/<module>.meta`` and prints a Markdown table — mutants, killed, survived, timeout,
 suspicious, no tests, kill rate — and the surviving mutants; their changes are kept in
 ``mutants/<module>.survivors.md`` (``--diff`` prints them), since the next module's run replaces
