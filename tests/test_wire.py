@@ -205,3 +205,52 @@ def test_a_head_in_the_buffer_is_read_without_reading_line_by_line(monkeypatch):
     monkeypatch.setattr(source, "readline", None, raising=False)
     assert read_fields(source).items() == [("Host", "x"), ("Accept", "*/*")]
     assert source.read() == b"BODY"
+
+
+def test_an_engine_connection_tells_whether_the_engine_wrote_to_it_unasked():
+    import socket
+
+    from sotakg.server.wire import EngineConnection
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        connection = EngineConnection("127.0.0.1", listener.getsockname()[1], 5.0)
+        engine, _ = listener.accept()
+    try:
+        assert not connection.answered_unasked()
+        engine.sendall(b"HTTP/1.1 500 Internal Server Error\r\n")
+        assert connection.answered_unasked()
+    finally:
+        connection.close()
+        engine.close()
+    assert connection.answered_unasked()  # closed: it can carry nothing either
+
+
+def test_a_connection_past_descriptor_1024_is_not_taken_for_a_stale_one():
+    """select() cannot watch a descriptor past 1,023; the guard holds up to 512 clients and more."""
+    import os
+    import resource
+    import socket
+
+    from sotakg.server.wire import EngineConnection
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open only {hard} descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    fillers: list[int] = []
+    try:
+        while not fillers or fillers[-1] < 1030:
+            fillers.append(os.dup(0))
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            connection = EngineConnection("127.0.0.1", listener.getsockname()[1], 5.0)
+            engine, _ = listener.accept()
+            try:
+                assert connection.sock.fileno() > 1023
+                assert not connection.answered_unasked()
+            finally:
+                connection.close()
+                engine.close()
+    finally:
+        for descriptor in fillers:
+            os.close(descriptor)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

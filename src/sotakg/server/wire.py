@@ -185,7 +185,9 @@ class EngineConnection:
         import select
 
         try:
-            return bool(select.select([self.sock], [], [], 0)[0])
+            waiting = select.poll()  # not select(): the guard may hold more than 1,024 descriptors
+            waiting.register(self.sock, select.POLLIN)
+            return bool(waiting.poll(0))
         except (OSError, ValueError):  # closed already
             return True
 
