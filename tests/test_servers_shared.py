@@ -6,7 +6,7 @@ with its own ini, its publishing account granted with ``isql-vt``, stopped by it
 published to it with ``sotakg publish`` (staged, then swapped in with one MOVE), and then every
 canned query, ``why``, ``validate --endpoint`` and a piped console answer on it exactly as on the
 embedded store. Jena 4.5 refuses to MOVE a named graph (its check of the source graph falls through
-to "Invalid source target for operation"; fixed in Jena 4.6): there the graph is put with one Graph
+to "Invalid source target for operation"; newer Jena is not tested here): there the graph is put with one Graph
 Store PUT instead, the publishing tests that need the MOVE skip saying so, and one test holds that
 such a refusal leaves the published graph as it was and no staging graph behind. A server missing
 from the machine skips with its install command named.
@@ -130,7 +130,7 @@ def publish_to(runner, target: Target, side: tuple[Path, Path], graph: str):
 def needs_move(target: Target) -> None:
     """Skip a test of ``sotakg publish`` itself on a server that refuses its MOVE."""
     if not target.moves_named_graphs:
-        pytest.skip(f"{target.name} refuses MOVE of a named graph (Jena 4.5; fixed in 4.6)")
+        pytest.skip(f"{target.name} refuses MOVE of a named graph (Jena 4.5's MOVE check falls through to an error)")
 
 
 @pytest.fixture(scope="session")

@@ -525,11 +525,12 @@ def check_record(
     label = record_id if valid_id else shorten(stem_and_suffix(shown)[0], 40)
     problems: list[Problem] = []
     unreported = 0  # past MAX_PROBLEMS_PER_FILE: counted, not kept (a file of 100,000 bad fields)
+    known = ", ".join(f.name for f in spec.fields)
     for name, value in values.items():
         field_spec = spec.field(name)
         why: str | None
         if field_spec is None:
-            why = f"unknown field '{shorten(name, 40)}'; a {kind} has: {', '.join(f.name for f in spec.fields)}"
+            why = f"unknown field '{shorten(name, 40)}'; a {kind} has: {known}"
         else:
             why = _check_field(field_spec, value, texts.get(name))
         if not why:

@@ -531,7 +531,12 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
         client had taken its answer, it would be one engine connection per stalled client, outside
         --max-concurrent.)"""
         turn.release()
-        if response.isclosed() and not response.will_close:
+        self._settle(response)
+
+    def _settle(self, response: EngineAnswer, reusable: bool = True) -> None:
+        """Give the engine connection of ``response`` back to the pool when its answer was read to
+        its end (and ``reusable``), else close it."""
+        if reusable and response.isclosed() and not response.will_close:
             self._give_back_upstream()
         else:
             self._pending = None  # nothing is left to drain over a closed connection
@@ -659,10 +664,7 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             # A client gone or too slow: the turn is still held here (the other ways out drain
             # before they give it back).
             self._abandon()
-            if not complete or response.will_close or not response.isclosed():
-                self._drop_upstream()
-            else:
-                self._give_back_upstream()
+            self._settle(response, reusable=complete)
 
     def _abandon(self) -> None:
         """Read and drop the rest of an answer no client takes (a HEAD, an answer cut at the cap, a
