@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from sotakg.records import sources as sources_module
 from sotakg.records.fastyaml import parse_canonical
 from sotakg.records.schema import parse_yaml_mapping
 from sotakg.records.sources import (
@@ -28,6 +29,7 @@ from sotakg.records.sources import (
     display_path,
     link_refusal,
     read_bounded,
+    read_many,
     scan_sources,
 )
 
@@ -208,6 +210,51 @@ def test_a_file_seen_as_a_fifo_once_opened_is_refused(tmp_path, monkeypatch):
     with pytest.raises(NotARegularFile) as refusal:
         read_bounded(path, 100)
     assert str(refusal.value) == NOT_A_FILE
+
+
+@pytest.mark.parametrize("count", [3, sources_module.PARALLEL_READ_FROM + 37])
+def test_many_files_read_at_once_give_what_reading_them_in_turn_gives(tmp_path, count):
+    """The rule: ``read_many`` (threads past ``PARALLEL_READ_FROM`` files) returns, in order, each
+    file's bytes or the refusal ``read_bounded`` gives it: a FIFO, a file over the cap, a missing one."""
+    paths = []
+    for index in range(count):
+        path = tmp_path / f"f{index}.yaml"
+        if index % 97 == 5:
+            os.mkfifo(path)
+        elif index % 89 == 7:
+            path.write_bytes(b"x" * 200)
+        elif index % 83 != 11:  # else: never made, missing
+            path.write_bytes(f"id: {index}\n".encode())
+        paths.append(str(path))
+    read = read_many(paths, 100)
+    assert len(read) == count
+    for path, got in zip(paths, read, strict=True):
+        try:
+            expected: bytes | OSError = read_bounded(path, 100)
+        except OSError as error:
+            expected = error
+        if isinstance(expected, OSError):
+            assert type(got) is type(expected) and str(got) == str(expected), path
+        else:
+            assert got == expected, path
+
+
+def test_a_reader_that_fails_otherwise_than_by_oserror_fails_the_whole_read(tmp_path, monkeypatch):
+    """The bug it guards against: a reader thread dying on an unexpected error leaves its files
+    unread, and the build goes on without them. The rule: the error is raised to the caller."""
+    paths = [str(tmp_path / f"f{index}.yaml") for index in range(sources_module.PARALLEL_READ_FROM)]
+    for path in paths:
+        Path(path).write_bytes(b"id: x\n")
+    real_read = sources_module.read_bounded
+
+    def failing(path, limit):
+        if path == paths[300]:
+            raise MemoryError("no memory for this one")
+        return real_read(path, limit)
+
+    monkeypatch.setattr(sources_module, "read_bounded", failing)
+    with pytest.raises(MemoryError, match="no memory for this one"):
+        read_many(paths, 100)
 
 
 def test_an_atomic_write_creates_its_folders_and_a_file_of_the_usual_mode(tmp_path):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, Problem
-from ..records.sources import display_path, max_file_bytes, read_bounded, scan_sources
+from ..records.sources import display_path, max_file_bytes, read_many, scan_sources
 
 if TYPE_CHECKING:
     from pyoxigraph import Quad
@@ -194,11 +194,14 @@ def _read_all(data: DataSnapshot) -> dict[str, bytes]:
     """The bytes of every record file within the size limit (those read for hashing are reused);
     a file that cannot be read is left out here and reported by read_record, naming it."""
     contents = dict(data.contents)
-    limit = max_file_bytes()
-    for source in data.sources:
-        if source.relative not in contents and source.kind is not None and source.refusal is None:
-            with contextlib.suppress(OSError):
-                contents[source.relative] = read_bounded(source.path, limit)
+    wanted = [
+        source
+        for source in data.sources
+        if source.relative not in contents and source.kind is not None and source.refusal is None
+    ]
+    for source, read in zip(wanted, read_many([source.path for source in wanted], max_file_bytes()), strict=True):
+        if not isinstance(read, OSError):
+            contents[source.relative] = read
     return contents
 
 

@@ -41,6 +41,7 @@ from ..records.sources import (
     linked_part,
     max_file_bytes,
     read_bounded,
+    read_many,
     refuse_linked_folder,
     scan_sources,
 )
@@ -590,16 +591,16 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
     contents: dict[str, bytes] = {}
     limit = max_file_bytes()
     root = str(data_dir)
+    to_read = []
     for rel in rehashed:
-        file_stat = stats[rel]
         refusal = link_refusal(data_dir, rel)
         if refusal is not None:  # never opened: the build reports it, naming the file
             hashes[rel] = f"refused:{refusal}"
-            continue
-        try:
-            data = read_bounded(os.path.join(root, rel), limit)
-        except OSError:  # too large, not a file, unreadable: the build reports it, naming the file
-            hashes[rel] = "unread:{}:{}:{}:{}".format(*file_stat)
+        else:
+            to_read.append(rel)
+    for rel, data in zip(to_read, read_many([os.path.join(root, rel) for rel in to_read], limit), strict=True):
+        if isinstance(data, OSError):  # too large, not a file, unreadable: the build reports it, naming the file
+            hashes[rel] = "unread:{}:{}:{}:{}".format(*stats[rel])
             continue
         contents[rel] = data
         hashes[rel] = hashlib.sha256(data).hexdigest()
