@@ -151,3 +151,287 @@ def test_an_adr_the_scheme_description_names_right_after_a_cjk_word_is_reference
             f"<https://w3id.org/sotakg/id/topics> <http://purl.org/dc/terms/references> "
             f"<https://w3id.org/sotakg/id/{adr}> ."
         ) in exported.stdout
+
+
+def _import_any(runner, tmp_path: Path, *rows: str, head: str = HEAD):
+    """The page, the data folder and the outcome of importing these rows, whatever it is."""
+    data = tmp_path / "data"
+    page = _page(tmp_path, *rows, head=head)
+    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
+    return page, data, result
+
+
+def _imported_page(runner, tmp_path: Path, *rows: str, head: str = HEAD):
+    page, data, result = _import_any(runner, tmp_path, *rows, head=head)
+    assert result.exit_code == 0, result.output
+    return page, data, result
+
+
+def _read_if_made(data: Path, folder: str, record: str) -> str:
+    """The record's text, or "" where the import (rightly or not) made no such record."""
+    path = data / folder / f"{record}.yaml"
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+# ---------------------------------------------------------------- authors the page does not state
+
+
+@pytest.mark.parametrize("lead", ["Later, ", "Earlier, ", "Independently, ", "In 2021, ", "Compare "])
+def test_a_prose_word_before_a_later_byline_is_not_made_part_of_its_authors(runner, tmp_path, lead):
+    """The bug: ``_names_only`` takes any word that is not lower case for part of a name, and
+    ``_PROSE_OPENERS`` lists only some words that open a sentence ("However", "See", "Unlike" ...).
+    So in "Huang et al. (2018), LIT-901 — ARXIV-1811.06965. Later, Narayanan et al. (2021), LIT-902 —
+    ARXIV-2104.04473." the second byline's authors are read as "Later, Narayanan et al.", and the
+    paper LIT-902 is recorded (and shown by `why`, `query`) as written by "Later, Narayanan et al.";
+    the same with "Earlier, ", "Independently, ", "In 2021, " (a number is no name either) and
+    "Compare ".
+
+    The rule: the graph says what the page says. The page names Narayanan et al. as the authors;
+    an adverb, a date or a verb that opens the sentence is no author: LIT-902's authors are never
+    recorded with it (either "Narayanan et al." or, with a warning, none)."""
+    summary = (
+        f"Huang et al. (2018), LIT-901 — ARXIV-1811.06965. {lead}Narayanan et al. (2021), LIT-902 — ARXIV-2104.04473."
+    )
+    _, data, _ = _imported_page(runner, tmp_path, f"| SOTA-560 | Balance the stages | {summary} | Active |")
+    paper = _read_if_made(data, "papers", "LIT-902")
+    assert f"authors: {lead.strip()}" not in paper, paper
+    assert lead.strip(", ") not in paper, paper
+
+
+def test_the_and_of_a_serial_list_of_bylines_is_not_an_author(runner, tmp_path):
+    """The bug: a summary listing its bylines serially, "A (2020), LIT-901 — ...; B (2021), LIT-902 —
+    ...; and C (2022), LIT-903 — ...", has its third byline read with the authors "and Kim": "and" is
+    one of the lower-case words a list of authors may hold (``_AUTHOR_LOWER_WORDS``), and
+    ``_names_only`` lets a list of names start with one. The paper LIT-903 is recorded as written by
+    "and Kim".
+
+    The rule: no stated fact is invented: the page says Kim wrote LIT-903, not "and Kim"."""
+    summary = (
+        "Smith (2020), LIT-901 — ARXIV-2001.00001; Lee (2021), LIT-902 — https://example.org/lee21; "
+        "and Kim (2022), LIT-903 — ARXIV-2201.00001."
+    )
+    _, data, _ = _imported_page(runner, tmp_path, f"| SOTA-560 | Use dropout before the head | {summary} | Active |")
+    assert "authors: Lee\n" in _read(data, "papers", "LIT-902")
+    assert "authors: and" not in _read_if_made(data, "papers", "LIT-903")
+
+
+def test_two_author_groups_with_one_et_al_are_not_each_given_to_both_papers(runner, tmp_path):
+    """The bug: a byline naming two groups of authors for two papers ("Zhao et al. and Rajbhandari
+    (2022, 2020), LIT-901 and LIT-902": Zhao et al. wrote one, Rajbhandari the other, as the two
+    years say) is taken for one group that wrote both, unless it holds "et al." twice
+    (``len(_ET_AL_RE.findall(...)) > 1``). Both papers are recorded as written by "Zhao et al. and
+    Rajbhandari" — a list of authors neither paper has on the page. With "Zhao et al. and
+    Rajbhandari et al." the import rightly warns and assigns none.
+
+    The rule: authors are assigned only where the page says whose they are: an "et al." closes a
+    group of authors, so the names after it are another group; neither paper gets the joined list
+    (a warning says why, as for the "et al." on both sides)."""
+    summary = "Zhao et al. and Rajbhandari (2022, 2020), LIT-901 and LIT-902."
+    _, data, _ = _imported_page(runner, tmp_path, f"| SOTA-560 | Shard the optimizer state | {summary} | Active |")
+    for lit in ("LIT-901", "LIT-902"):
+        assert "authors: Zhao et al. and Rajbhandari" not in _read(data, "papers", lit)
+
+
+# ---------------------------------------------------------------- citations the page states, dropped
+
+
+@pytest.mark.parametrize(
+    "authors",
+    [
+        "de las Casas et al.",  # Diego de las Casas: "las" is a particle, as "la" and "los"
+        "do Carmo and Lee",  # Portuguese "do", as "da", "dos" and "das"
+        "al-Rashid et al.",  # the Arabic article, written lower case with its hyphen
+    ],
+)
+def test_a_byline_opening_with_a_name_particle_the_list_lacks_is_a_citation(runner, tmp_path, authors):
+    """The bug: ``_AUTHOR_LOWER_WORDS`` knows "de", "la", "da", "dos", "das", "al" ... but not "las",
+    "los", "do" nor the hyphenated "al-" of Arabic names, so a byline whose authors start with one
+    ("de las Casas et al. (2022), LIT-901 — ARXIV-2203.15556.") is not read: the practice does not
+    cite LIT-901, no paper record is made, and the warning calls LIT-901 a paper "named outside its
+    bylines" although the summary is nothing but that byline.
+
+    The rule: a byline is a byline whatever its names' particles: the practice cites LIT-901 and the
+    paper gets its authors, year and arXiv id (as "van der Maaten et al." and "de Vries" do)."""
+    row = f"| SOTA-560 | Scale data with parameters | {authors} (2022), LIT-901 — ARXIV-2203.15556. | Active |"
+    _, data, result = _imported_page(runner, tmp_path, row)
+    assert "cites: [LIT-901]\n" in _read(data, "practices", "SOTA-560")
+    assert _read(data, "papers", "LIT-901") == f"id: LIT-901\nauthors: {authors}\nyear: 2022\narxiv: '2203.15556'\n"
+    assert "named in the summary outside its bylines" not in result.output
+
+
+@pytest.mark.parametrize("authors", ["Yu. Nesterov", "Ya. Z. Tsypkin", "Th. Hofmann"])
+def test_a_byline_with_a_two_letter_initial_is_a_citation(runner, tmp_path, authors):
+    """The bug: ``_SENTENCE_IN_AUTHORS_RE`` takes any word of two letters or more before ". " for the
+    end of a sentence of prose, and spares only "al", "Jr", "St", "Dr" ... So the initials of Russian
+    and German given names as the literature writes them ("Yu. Nesterov", "Ya. Z. Tsypkin",
+    "Th. Hofmann") make the byline prose: on an optimization page "Yu. Nesterov (1983), LIT-901 —
+    https://example.org/nesterov83." is not read, the practice does not cite LIT-901 and there is no
+    paper record ("Nesterov, Yu. (1983)", with the initial last, is read).
+
+    The rule: "Yu." is an initial, not the end of a sentence: the practice cites LIT-901 and the paper
+    gets its authors, year and URL."""
+    row = f"| SOTA-560 | Use momentum | {authors} (1983), LIT-901 — https://example.org/nesterov83. | Active |"
+    _, data, result = _imported_page(runner, tmp_path, row)
+    assert "cites: [LIT-901]\n" in _read(data, "practices", "SOTA-560")
+    assert _read(data, "papers", "LIT-901") == (
+        f"id: LIT-901\nauthors: {authors}\nyear: 1983\nurl: https://example.org/nesterov83\n"
+    )
+
+
+# ---------------------------------------------------------------- locators the page gives, dropped silently
+
+
+@pytest.mark.parametrize(
+    "locator",
+    [
+        "[PDF](https://en.wikipedia.org/wiki/Dropout_(neural_networks))",  # balanced parentheses: a valid link
+        "[x](javascript:alert(1))",  # a hostile link, which must be kept verbatim and reported
+    ],
+)
+def test_a_link_locator_with_parentheses_is_kept_verbatim_and_warned_of(runner, tmp_path, locator):
+    """The bug: ``LOCATOR_RE`` reads a Markdown link after a byline only where its destination holds
+    no parenthesis (``\\([^()\\s]*+ ...\\)``), but Markdown link destinations may hold balanced ones
+    (every Wikipedia URL of a disambiguated article, ``javascript:alert(1)``). Such a locator matches
+    nothing, the byline is still read (it is followed by `` — ``), and the paper gets no ``locator``
+    and no ``url``, with no warning at all: the page's locator is silently gone from the graph, and
+    validate has nothing to report (``[x](javascript:alert)`` without parentheses *is* kept and warned
+    of).
+
+    The rule: a locator that cannot be read is kept verbatim as the paper's ``locator``, with a
+    warning, "so that validate reports it on the paper instead of the import dropping it"."""
+    row = f"| SOTA-560 | Use dropout | Srivastava et al. (2014), LIT-901 — {locator}. | Active |"
+    page, data, result = _imported_page(runner, tmp_path, row)
+    paper = _read(data, "papers", "LIT-901")
+    assert "locator:" in paper or "url:" in paper, paper
+    assert f"{page}:6: row SOTA-560: cannot read the locator" in result.output
+
+
+# ---------------------------------------------------------------- supersessions the page does not state
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "If Figs. 2 and 3 are right, ADR-031 (superseding ADR-030) scopes this record out.",
+        "If Eqs. 3 and 4 hold, ADR-031 (superseding ADR-030) scopes this record out.",
+        "If Refs. 3 and 4 hold, ADR-031 (superseding ADR-030) scopes this record out.",
+        "If Sect. 4 holds, ADR-031 (superseding ADR-030) scopes this record out.",
+        "If Thm. 1 holds, ADR-031 (superseding ADR-030) scopes this record out.",
+        "If Alg. 1 converges, ADR-031 (superseding ADR-030) scopes this record out.",
+    ],
+    ids=["Figs.", "Eqs.", "Refs.", "Sect.", "Thm.", "Alg."],
+)
+def test_an_aside_after_an_abbreviation_the_splitter_does_not_know_keeps_its_condition(runner, tmp_path, reason):
+    """The bug: ``SENTENCE_END_RE`` spares a fixed list of abbreviations ("fig", "eq", "ref", "sec",
+    ...) but not their plurals nor other common ones of a paper's prose ("Figs.", "Eqs.", "Refs.",
+    "Sect.", "Thm.", "Alg."): their dot ends the sentence, which cuts the condition "If ..." off the
+    aside. "If Figs. 2 and 3 are right, ADR-031 (superseding ADR-030) ..." files ADR-030 as Superseded
+    by ADR-031, where "If Fig. 3 holds, ..." is rightly warned of.
+
+    The rule: a supersession the page states only conditionally is not imported: ADR-030 keeps no
+    ``superseded_by`` and the aside is warned of."""
+    page, data, result = _imported_page(runner, tmp_path, f"| SOTA-530 | T | S | Rejected — {reason} |")
+    assert "superseded_by" not in _read(data, "adrs", "ADR-030")
+    assert "supersedes" not in _read(data, "adrs", "ADR-031")
+    assert f"{page}:6: 'ADR-031 (superseding ADR-030)' is not imported as a supersession" in result.output
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "ADR-031 (superseding ADR-030) is being drafted.",
+        "ADR-031 (superseding ADR-030) awaits approval.",
+        "ADR-031 (superseding ADR-030) is under consideration.",
+        "ADR-031 (superseding ADR-030) is scheduled for next quarter.",
+        "ADR-031 (superseding ADR-030) was repealed.",
+        "According to Smith, ADR-031 (superseding ADR-030) scopes it.",
+    ],
+    ids=["drafted", "awaits", "consideration", "scheduled", "repealed", "according-to"],
+)
+def test_an_aside_in_a_sentence_saying_it_is_not_in_force_is_not_imported(runner, tmp_path, reason):
+    """The bug: ``HEDGE_RE`` lists the word forms "draft", "drafts", "pending", "considered",
+    "revoked", "rescinded", "says" ... but not "drafted", "awaits", "consideration", "scheduled",
+    "repealed" nor "according": each of these sentences, which say the supersession is not (or no
+    longer, or only by someone's account) in force, files ADR-030 as Superseded by ADR-031.
+
+    The rule: a supersession in a sentence that reports, defers or undoes it is not stated by the
+    page: warned of, not imported (as "ADR-031 (superseding ADR-030) is pending." is)."""
+    page, data, result = _imported_page(runner, tmp_path, f"| SOTA-530 | T | S | Rejected — {reason} |")
+    assert "superseded_by" not in _read(data, "adrs", "ADR-030")
+    assert "supersedes" not in _read(data, "adrs", "ADR-031")
+    assert f"{page}:6: 'ADR-031 (superseding ADR-030)' is not imported as a supersession" in result.output
+
+
+@pytest.mark.parametrize("joined", [" & ", "/"])
+def test_an_aside_shared_by_adrs_listed_otherwise_than_with_and_is_not_imported(runner, tmp_path, joined):
+    """The bug: ``_stated_aside`` refuses an aside that a list of ADRs shares ("ADR-020 and ADR-021
+    (superseded by ADR-026)": which of them is superseded is not said) only where the list is joined
+    by ",", "and" or "or". Joined by "&" or "/", the aside is imported for the
+    last ADR alone: ADR-021 is filed as superseded by ADR-026, ADR-020 is not, and nothing is warned
+    of — one reading of an ambiguous sentence presented as what the page states.
+
+    The rule: as for "and": the supersession is warned of and not imported."""
+    reason = f"ADR-020{joined}ADR-021 (superseded by ADR-026) scoped this record."
+    page, data, result = _imported_page(runner, tmp_path, f"| SOTA-530 | T | S | Rejected — {reason} |")
+    assert "superseded_by" not in _read(data, "adrs", "ADR-021")
+    assert "supersedes" not in _read(data, "adrs", "ADR-026")
+    assert f"{page}:6: 'ADR-021 (superseded by ADR-026)' is not imported as a supersession" in result.output
+
+
+# ---------------------------------------------------------------- the graph's reading of the scope line
+
+
+def test_an_adr_the_topic_scope_names_is_referenced_by_the_topic_in_the_graph(runner, tmp_path):
+    """The bug: the import makes a record of every ADR the scope line names ("Regularization —
+    weight decay, dropout; filed per ADR-059."), but the graph links the topic to none of them:
+    ``record_statements`` derives ``dcterms:references`` from the topic scheme's description only.
+    The same ADR named in line 1 is referenced by ``id:topics``; named in line 2 it is a record the
+    graph ties to nothing, so `sotakg why ADR-059` says nothing cites it.
+
+    The rule: no less than the page says: the scope line cites ADR-059, so the graph has a statement
+    from the topic to ADR-059 (as the description's citation is ``id:topics dcterms:references``)."""
+    head = HEAD.replace("weight decay, dropout, noise.", "weight decay, dropout; filed per ADR-059.")
+    _, data, _ = _imported_page(runner, tmp_path, "| SOTA-560 | T | S | Proposed |", head=head)
+    assert (data / "adrs" / "ADR-059.yaml").exists()
+    store = tmp_path / "store"
+    exported = runner.invoke(cli, ["--data", str(data), "--store", str(store), "export", "rdf", "--format", "ntriples"])
+    assert exported.exit_code == 0, exported.output
+    topic_to_adr = [
+        line
+        for line in exported.stdout.splitlines()
+        if line.startswith("<https://w3id.org/sotakg/topic/regularization> ")
+        and line.endswith("<https://w3id.org/sotakg/id/ADR-059> .")
+    ]
+    assert topic_to_adr, "no statement links the topic to the ADR its scope line cites"
+
+
+# ---------------------------------------------------------------- hostile pages: an error, never a traceback
+
+
+HUGE = "7" * 5000
+
+
+@pytest.mark.parametrize(
+    ("where", "line", "head", "row"),
+    [
+        ("count", 3, HEAD.replace("{count} of 449", f"{HUGE} of 449"), "| SOTA-560 | T | S | Active |"),
+        ("total", 3, HEAD.replace("of 449", f"of {HUGE}"), "| SOTA-560 | T | S | Active |"),
+        ("practice id", 6, HEAD, f"| SOTA-{HUGE} | T | S | Active |"),
+    ],
+    ids=["count", "total", "practice-id"],
+)
+def test_a_number_past_pythons_digit_limit_is_refused_naming_its_line(runner, tmp_path, where, line, head, row):
+    """The bug: the count line's numbers (``int(count_match["count"])``, ``["total"]``) and a row's
+    practice number (``_id_key``, when the page is rendered again to compare) are converted with
+    ``int()`` unbounded, and Python refuses to convert a string of more than 4,300 digits: a page
+    whose count, total or practice id has 5,000 digits stops the import with a ValueError traceback
+    ("Exceeds the limit (4300 digits) for integer string conversion") instead of an error naming the
+    page and line. (A 30-digit total is refused cleanly: "'declared_size' is 999..., more than any
+    real record has".)
+
+    The rule: a hostile page gives a clear error naming its file and line, never a traceback."""
+    page, data, result = _import_any(runner, tmp_path, row, head=head)
+    assert not isinstance(result.exception, ValueError), f"{where}: {result.exception!r}"
+    assert result.exit_code == 1, result.output
+    assert f"{page}:{line}:" in result.output
+    assert not data.exists() or not any(data.rglob("*.yaml"))

@@ -139,6 +139,9 @@ def record_statements(record: Record) -> Iterator[Statement]:
         yield from lit(v.SCOPE_NOTE, "scope")
         if "declared_size" in f:
             yield s, v.DECLARED_SIZE, _integer(f["declared_size"])
+        # Derived from the text, never read back: the scope note cites these records, nothing more.
+        for cited in sorted(set(MENTIONED_ID.findall(f.get("scope", "")))):
+            yield s, v.REFERENCES, v.record_iri(cited)
     elif record.kind == "registry":
         yield s, t, v.TOPIC_SCHEME
         yield s, t, v.SKOS + "ConceptScheme"

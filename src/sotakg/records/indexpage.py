@@ -36,6 +36,10 @@ ADR_RE = re.compile(r"\bADR-\d+\b", re.ASCII)
 #: Digits are ASCII throughout (re.ASCII): another script's digits are no part of an id or a count.
 #: A row's version is a small count; a number of thousands of digits is refused before conversion.
 MAX_VERSION_DIGITS = 6
+#: The longest record id (the records' identifier pattern allows 128 characters).
+MAX_ID_CHARS = 128
+#: The count line's numbers: far above any anthology, far below what int() refuses.
+MAX_COUNT_DIGITS = 9
 PRACTICE_CELL_RE = re.compile(r"^(?P<id>SOTA-[0-9]+)(?: v(?P<version>[0-9]+))?$")
 #: The text of a list of names: no parenthesis, pipe or semicolon, but for the ``;`` that ends a
 #: character reference (``DeVries &amp; Taylor``, ``Jos&eacute; Ruiz``).
@@ -48,7 +52,16 @@ BYLINE_RE = re.compile(
     r"(?P<lits>LIT-\d+(?:(?:,| and|, and) LIT-\d+)*)",
     re.ASCII,
 )
-BYLINE_SEPARATOR_RE = re.compile(r"\.?;\s+|\.\s+")
+#: What separates two bylines: ``; `` (with the ``and`` of a serial list: ``…; and Kim (2022), LIT-903``)
+#: or the ``. `` that ends a sentence; a sentence may open with a linking phrase (``Later, ``,
+#: ``In 2021, ``), which is no author's name.
+BYLINE_SEPARATOR_RE = re.compile(
+    r"(?:\.?;\s+(?:and\s+)?|\.\s+)(?:(?:Later|Earlier|Independently|Similarly|Likewise|Conversely|Subsequently|"
+    r"Recently|Previously|Meanwhile|Moreover|Furthermore|Additionally|Notably|Instead|Alternatively|"
+    r"Accordingly|Consequently|Elsewhere|Finally|Lastly|Again|Separately|Concurrently|Then|Next|Also|"
+    r"In contrast|By contrast|In turn|(?:In|By|Since|As of|Until) [0-9]{4}),\s+)?",
+    re.ASCII,
+)
 #: What a summary may open with for its papers to be cited, when it is no byline the import reads:
 #: the list of papers at its start, or after names (``Smith et al., LIT-100``) and an aside in
 #: parentheses (``Doe (in press), LIT-901``); the names must read as names (``_names_only``).
@@ -73,21 +86,21 @@ ARXIV_RE = re.compile(
 #: What reads as a locator the page gives but that is not a well-formed arXiv id or http(s) URL: an
 #: id with its prefix (``DOI:10.1145/3458817``, ``DOI 10.1145/3458817``, ``DOI: 10.1145/...``), a
 #: URL of another scheme, a Markdown autolink (``<https://...>``) or link (``[pdf](https://...)``,
-#: with a title or not). Each runs to the next blank, as written (every quantifier is possessive:
-#: no backtracking).
+#: with a title or not, its destination with parentheses or not: any ``[text](`` starts one). Each
+#: runs to the next blank, as written (every quantifier is possessive: no backtracking).
 LOCATOR_RE = re.compile(
     r" — (?P<locator>(?:(?:DOI|doi):?+ 10\.|(?:ARXIV|arXiv|arxiv|DOI|doi)[-:]|\w++://|<[A-Za-z][\w+.-]*+:[^\s<>]*+>"
-    r'|\[[^\[\]\n]*+\]\([^()\s]*+(?: "[^"\n]*+")?+\))\S*+)'
+    r'|\[[^\[\]\n]*+\]\((?:[^()\s]|\([^()\s]*+\))*+(?: "[^"\n]*+")?+\)|\[[^\[\]\n]*+\]\()\S*+)'
 )
 URL_RE = re.compile(r" — (?P<url>https?://\S++)")
 #: An http(s) URL the rules take (``rule:paper-url``'s pattern, which a test holds it to); another is
 #: kept as an unread ``locator``.
 GOOD_URL_RE = re.compile(r'https?://[^/?#\s<>"{}|\\^`]+(?:[/?#][^\s<>"{}|\\^`]*)?')
 #: A byline's authors hold no end of a sentence (a word of two letters or more, then ". "; not "al" nor
-#: the abbreviation of a part of a name, "Jr.", "St.", "Dr."): ``In 2019 a rebuttal appeared. Jones
+#: the abbreviation of a part of a name, "Jr.", "St.", "Dr.", nor a two-letter initial, "Yu.", "Th."): ``In 2019 a rebuttal appeared. Jones
 #: (2021), LIT-018`` is prose before a byline, not its authors; ``Smith Jr. et al.`` are authors.
 _SENTENCE_IN_AUTHORS_RE = re.compile(
-    r"(?<![A-Za-z])(?!(?i:al|jr|sr|st|ste|dr|mr|mrs|ms|prof|mme|mlle|hr|fr)[.!?])[A-Za-z]{2,}[.!?]\s"
+    r"(?<![A-Za-z])(?!(?i:al|jr|sr|st|ste|dr|mr|mrs|ms|prof|mme|mlle|hr|fr)[.!?])(?![A-Z][a-z][.]\s)[A-Za-z]{2,}[.!?]\s"
 )
 #: Words that make a sentence say a supersession does not hold, or may not: "Nothing here says that
 #: ADR-059 supersedes ADR-026" states no supersession, and the import must not make one.
@@ -97,13 +110,17 @@ NOT_STATED_RE = re.compile(
     re.I | re.ASCII,
 )
 #: Where a sentence ends: at ``.``, ``!`` or ``?`` before a blank or the end (past the closing marks of
-#: emphasis or a quotation: ``*Does it?*``, ``"Does it?"``), or at a line break. Case does not matter:
+#: emphasis or a quotation: ``*Does it?*``, ``"Does it?"``) and not before a digit or a lower-case
+#: letter (``Figs. 2 and 3``, ``approx. half``), or at a line break. Case does not matter:
 #: ``Prof.``, ``Eq.`` and ``prof.``, ``eq.`` are the same abbreviation.
 SENTENCE_END_RE = re.compile(
     # not the dot of an ellipsis, an initial (J.) or a common abbreviation (et al., e.g., i.e., etc., vs.)
     r"(?<!\.)(?<![\s(.][a-z])(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!etc)(?<!\bvs)(?<!\bcf)(?<!\best)(?<!\bfig)"
     r"(?<!\bsec)(?<!approx)(?<!\bdr)(?<!\bno)(?<!\bvol)(?<!\bpp)(?<!\bch)(?<!\beq)(?<!\bref)(?<!\bmr)(?<!\bms)"
-    r"(?<!prof)(?<!\bjr)(?<!\bsr)(?<!\bst)[.!?](?!\.)(?=[*_\"”’')\]]*+(?:\s|$))|\n",
+    r"(?<!prof)(?<!\bjr)(?<!\bsr)(?<!\bst)(?<!\bfigs)(?<!\beqs)(?<!\brefs)(?<!\bsect)(?<!\bsecs)(?<!\bthm)"
+    r"(?<!\balg)(?<!\blem)(?<!\bcor)(?<!\btab)(?<!\bapp)(?<!\bdef)(?<!\bprop)"
+    # what follows a sentence's end is a new sentence: not a number or a word in lower case ("Figs. 2")
+    r"[.!?](?!\.)(?=[*_\"”’')\]]*+(?:\s++(?-i:(?![0-9a-z]))|$))|\n",
     re.I | re.ASCII,
 )
 #: Words that make a sentence report, hedge, condition or deny what it holds: a supersession in such a
@@ -116,7 +133,9 @@ HEDGE_RE = re.compile(
     r"expects|expected|hope|hopes|planned|pending|tentative|tentatively|review|abandoned|rescinded|revoked|"
     r"disputed|contested|doubt|doubtful|false|wrong|untrue|incorrect|mistaken|withdrawn|retracted|contrary|nope|"
     r"reverted|revert|rolled|voted|vetoed|overturned|overruled|discussion|debated|considered|candidate|still|"
-    r"ratification|ratified|unratified|later)"
+    r"ratification|ratified|unratified|later|being|drafted|drafting|await|awaits|awaiting|approval|"
+    r"consideration|considering|scheduled|repeal|repealed|according|upcoming|forthcoming|soon|intend|intends|"
+    r"intended|plan|plans|aim|aims|suspended|reconsidered|eventually)"
     r"(?![\w-])",
     re.I | re.ASCII,
 )
@@ -432,6 +451,13 @@ def parse_page(text: str, source: str = "<page>", file_slug: str | None = None) 
     count_match = COUNT_RE.match(lines[2].strip())
     if not count_match:
         raise fail(3, f"expected '<n> of <total> SOTA documents. Back to the full index.', got {lines[2][:60]!r}")
+    for name in ("count", "total"):
+        if len(count_match[name]) > MAX_COUNT_DIGITS:
+            raise fail(
+                3,
+                f"the {name} {count_match[name][:12]}... has {len(count_match[name])} digits; a page counts "
+                f"at most {MAX_COUNT_DIGITS}-digit numbers of documents: fix the count line",
+            )
     if lines[3].strip() != HEADER:
         raise fail(4, f"expected the table header {HEADER!r}")
     if lines[4].replace(" ", "") != RULE:
@@ -530,6 +556,11 @@ def _parse_row(number: int, cells: list[str], warnings: list[str], source: str) 
             f"{source}:{number}: expected a practice id such as 'SOTA-017' or 'SOTA-017 v2', got {id_cell!r}"
         )
     practice_id = match["id"]
+    if len(practice_id) > MAX_ID_CHARS:
+        raise ImportProblem(
+            f"{source}:{number}: the practice id {practice_id[:24]}... has {len(practice_id)} characters; "
+            f"an id has at most {MAX_ID_CHARS}: fix the id cell"
+        )
     if len(match["version"] or "") > MAX_VERSION_DIGITS:
         raise ImportProblem(
             f"{source}:{number}: row {practice_id[:40]}: version v{match['version'][:12]}... has "
@@ -603,8 +634,11 @@ def _locator(text: str, at: int, warnings: list[str], where: str, lit: str) -> d
 
 #: The lowercase words a list of authors holds: "et al.", "and", "others", and the particles of names.
 _AUTHOR_LOWER_WORDS = frozenset(
-    "et al al. and & others van von de der den da das di du del della dos le la bin ibn ter ten zu y".split()
+    "et al al. and & others van von de der den da das di du del della dos le la bin ibn ter ten zu y las los do"
+    " e degli dei delle af av op vom zum zur lo el al ben bint abu".split()
 )
+#: A name after a particle joined by a hyphen: ``al-Rashid``, ``el-Sayed``, ``ibn-Sina``.
+_HYPHENED_PARTICLE_RE = re.compile(r"[a-z]{1,4}-(?P<name>.+)", re.S)
 #: A name after an elided particle: ``d'Ascoli``, ``d’Ascoli`` (U+2019), ``l'Hôpital``, ``dell'Oro``.
 _ELIDED_PARTICLE_RE = re.compile(r"(?:d|l|dell|dall)['’](?P<name>.+)", re.S)
 _ET_AL_RE = re.compile(r"\bet al\b", re.ASCII)
@@ -632,8 +666,8 @@ def _particle_name(word: str) -> bool:
     name after an elided particle (``d'Ascoli``, ``l'Hôpital``)."""
     if word.lower() in _AUTHOR_LOWER_WORDS:
         return True
-    elided = _ELIDED_PARTICLE_RE.fullmatch(word)
-    return elided is not None and elided["name"][0].isupper()
+    joined = _ELIDED_PARTICLE_RE.fullmatch(word) or _HYPHENED_PARTICLE_RE.fullmatch(word)
+    return joined is not None and joined["name"][0].isupper()
 
 
 #: English words that open a sentence and are nobody's name: "Not Smith (2020), LIT-920", "Unlike
@@ -644,7 +678,9 @@ _PROSE_OPENERS = frozenset(
     """not unlike see contra cf also unpublished retracted disputed refuted contrary despite following
     against although though however whereas because unless until if when whether without from according
     extending extends building refuting confirming replicating reproducing cited citing quoting the this
-    that these those our their we they it its both either neither""".split()
+    that these those our their we they it its both either neither compare contrast e.g. i.e. later earlier
+    independently similarly likewise conversely subsequently recently previously meanwhile moreover
+    furthermore additionally notably instead alternatively accordingly consequently elsewhere""".split()
 )
 
 
@@ -657,9 +693,19 @@ def _names_only(authors: str) -> bool:
     # A name opens with a capital, or with a letter of a script without case (李, محمد), or a particle.
     if not words or not ((words[0][0].isalpha() and not words[0][0].islower()) or _particle_name(words[0])):
         return False
-    if ":" in authors or words[0].rstrip(".").lower() in _PROSE_OPENERS:
+    if ":" in authors or words[0].rstrip(".").lower() in _PROSE_OPENERS or words[0].lower() in _PROSE_OPENERS:
+        return False
+    if any(character.isdigit() for character in authors):  # "In 2021, Narayanan": a date, no name
         return False
     return all(not word[0].islower() or _particle_name(word) for word in words)
+
+
+def _several_author_groups(authors: str) -> bool:
+    """Whether a byline's authors may be more than one group of them: ``Zhao et al. and Rajbhandari``,
+    ``Zhao et al., Lee et al.`` (an "et al." ends a group; another name after one, or a second one,
+    starts the next). ``Douillard et al.`` and ``Smith and Jones`` are one group."""
+    et_als = _ET_AL_RE.findall(authors)
+    return len(et_als) > 1 or (len(et_als) == 1 and re.search(r"\bet al\b\.?+\s*+\S", authors) is not None)
 
 
 def _opening_citation(summary: str) -> re.Match[str] | None:
@@ -739,6 +785,14 @@ def _plainly_stated(text: str, match: re.Match[str], stops: list[tuple[int, int]
     return plain, text[begin:stop].strip()
 
 
+#: An ADR listed just before an aside's ADR, by any separator (``ADR-020 and ``, ``ADR-020, ``,
+#: ``ADR-020 & ``, ``ADR-020/``, ``ADR-020 or ``, ``ADR-020 as well as ``): the aside is then shared
+#: by the list, and the page does not say which of them it is about.
+_LISTED_BEFORE_RE = re.compile(
+    r"ADR-\d+\s*+(?:[,;]\s*+)?(?:(?:and/or|and|or|nor|plus|as well as|&amp;|[&/+|])\s*+)?\Z", re.I | re.ASCII
+)
+
+
 def _stated_aside(text: str, match: re.Match[str], stops: list[tuple[int, int]]) -> tuple[bool, str]:
     """Whether an aside supersession (``ADR-026 (superseding ADR-020)``) is stated: its sentence
     neither hedges nor denies (``_hedged``), and the aside is not shared by a list of ADRs
@@ -747,7 +801,7 @@ def _stated_aside(text: str, match: re.Match[str], stops: list[tuple[int, int]])
     if stop - begin > SENTENCE_CHARS:
         return False, text[max(begin, match.start() - 40) : match.end() + 40]
     sentence = text[begin:stop].strip()
-    listed = re.search(r"ADR-\d+(?:,| and| or|, and) $", text[max(begin, match.start() - 16) : match.start()])
+    listed = _LISTED_BEFORE_RE.search(text, max(begin, match.start() - 32), match.start())
     return ending != "?" and not _hedged(sentence) and listed is None, sentence
 
 
@@ -849,7 +903,7 @@ def _records(page: ParsedPage, source: str) -> list[tuple[str, dict[str, Any]]]:
             years = [int(y[:4]) for y in byline["years"].split(", ")]
             # as the page shows them: "DeVries &amp; Taylor" is DeVries & Taylor
             facts_each: dict[str, Any] = {"authors": decode_references(byline["authors"].strip())}
-            if len(lits) > 1 and len(_ET_AL_RE.findall(byline["authors"])) > 1:
+            if len(lits) > 1 and _several_author_groups(byline["authors"]):
                 # "Zhao et al. and Rajbhandari et al. (2022, 2020), LIT-083 and LIT-027": each its own
                 page.warnings.append(
                     f"{where} gives {len(lits)} papers to the authors {byline['authors'].strip()!r}, who may each "
@@ -1015,9 +1069,14 @@ def _table_row(cells: Iterable[str]) -> str:
     return "|" + "|".join(f" {escape_cell(c)} " if c else " " for c in cells) + "|"
 
 
-def _id_key(record_id: str) -> tuple[str, int, str]:
+def _id_key(record_id: str) -> tuple[str, int, str, str]:
+    # Numeric order without int(): a number of any length (Python refuses to convert more than
+    # 4,300 digits) orders by its digits' count, then by its digits, leading zeros left out.
     prefix, _, number = record_id.partition("-")
-    return (prefix, int(number) if number.isdigit() else -1, record_id)
+    if not (number.isascii() and number.isdigit()):
+        return (prefix, -1, "", record_id)
+    digits = number.lstrip("0") or "0"
+    return (prefix, len(digits), digits, record_id)
 
 
 @dataclass
