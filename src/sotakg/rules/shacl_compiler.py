@@ -1225,6 +1225,61 @@ class Focus:
         return f"{{ SELECT DISTINCT {projection} WHERE {{ {self.where} }} }}"
 
 
+@dataclass(frozen=True)
+class _NodeSet:
+    """Focus nodes that fail a shape: ``nodes``, or (``complement``) every focus node but ``nodes``.
+
+    sh:not turns one into the other, so that a member such as ``[ sh:not [ sh:path status ;
+    sh:hasValue Rejected ] ]`` is the few Rejected practices, never a list of every practice."""
+
+    nodes: frozenset[Term]
+    complement: bool = False
+
+    def flipped(self) -> _NodeSet:
+        return _NodeSet(self.nodes, not self.complement)
+
+
+def _union(parts: list[_NodeSet]) -> _NodeSet:
+    listed = [part.nodes for part in parts if not part.complement]
+    others = [part.nodes for part in parts if part.complement]
+    if not others:
+        return _NodeSet(frozenset().union(*listed))
+    # (F - c1) | (F - c2) | p = F - ((c1 & c2) - p), the p being focus nodes
+    return _NodeSet(frozenset.intersection(*others).difference(*listed), complement=True)
+
+
+def _intersection(parts: list[_NodeSet]) -> _NodeSet:
+    listed = [part.nodes for part in parts if not part.complement]
+    others = [part.nodes for part in parts if part.complement]
+    if listed:
+        return _NodeSet(frozenset.intersection(*listed).difference(*others))
+    return _NodeSet(frozenset().union(*others), complement=True)
+
+
+def _has_value_pattern(shape: Shape) -> str | None:
+    """``?this <path> <value>`` for a shape that is one sh:hasValue on a path (its focus nodes that
+    conform are those the pattern matches: a triple pattern matches the very term, as sameTerm does)."""
+    if shape.deactivated or shape.path is None or len(shape.constraints) != 1:
+        return None
+    constraint = shape.constraints[0]
+    if constraint.kind != "hasValue":
+        return None
+    return f"?this {shape.path} {constraint.args['value']}"
+
+
+def _negated(shape: Shape) -> Shape | None:
+    """The member of a shape that is one sh:not on the focus node itself, else None."""
+    if shape.deactivated or shape.path is not None or len(shape.constraints) != 1:
+        return None
+    constraint = shape.constraints[0]
+    member = constraint.args.get("shape") if constraint.kind == "not" else None
+    return member if isinstance(member, Shape) else None
+
+
+#: The constraints of a node shape whose failing nodes are composed from their members' (``failing_nodes``).
+_COMPOSED_KINDS = frozenset({"not", "and", "or", "node", "property"})
+
+
 #: How many nodes a focused validation walks, in all, to find the chosen nodes on a cycle before it
 #: reads every statement of the steps once instead (what a whole validation does).
 CYCLE_WALK_BUDGET = 20_000
@@ -1366,6 +1421,67 @@ class _Evaluator:
                 if isinstance(flag, Literal) and flag.value == "true":
                     results.append(self.result(shape, constraint, row["this"], row["value"]))
         return results
+
+    def failing_nodes(self, shape: Shape, focus: Focus) -> _NodeSet:
+        """The nodes of ``focus`` that do not conform to ``shape``, as ``failing`` finds them but
+        composed where a shape is made of others: on the focus node itself (no path), sh:or is the
+        nodes failing every member, sh:and, sh:node and sh:property those failing any, sh:not those
+        conforming to its member; a sh:hasValue member is the focus less the nodes with the value.
+        No query then lists every focus node, and no result is made for a node that does conform."""
+        if shape.deactivated:
+            return _NodeSet(frozenset())
+        if shape.path is None and shape.constraints and all(c.kind in _COMPOSED_KINDS for c in shape.constraints):
+            return _union([self.constraint_failing(shape, c, focus) for c in shape.constraints])
+        if shape.path is not None and len(shape.constraints) == 1 and shape.constraints[0].kind == "hasValue":
+            wanted = shape.constraints[0].args["value"]
+            query = f"SELECT DISTINCT ?this WHERE {{ {focus.subquery()} ?this {shape.path} {wanted} }}"
+            return _NodeSet(frozenset(row["this"] for row in self.select(query)), complement=True)
+        return _NodeSet(self.failing(shape, focus))
+
+    def constraint_failing(self, shape: Shape, constraint: Constraint, focus: Focus) -> _NodeSet:
+        """The focus nodes that fail one composed constraint (``_COMPOSED_KINDS``) of a shape without a path."""
+        kind, args = constraint.kind, constraint.args
+        if kind == "property":
+            child = args["shape"]
+            assert isinstance(child, Shape)
+            return self.failing_nodes(child, focus)
+        members = [args["shape"]] if "shape" in args else args["shapes"]
+        assert isinstance(members, list)
+        if kind == "or":
+            return self.failing_all(members, focus)
+        parts = [self.failing_nodes(member, focus) for member in members]
+        if kind == "not":
+            return parts[0].flipped()
+        return _union(parts)  # and, node
+
+    def failing_all(self, members: list[Shape], focus: Focus) -> _NodeSet:
+        """The focus nodes failing every member (sh:or). A member that is a sh:hasValue, or the
+        sh:not of one, narrows the focus in the query itself (an anti-join with, or a join with, the
+        nodes that have the value), and the other members are judged on what is left: a Rejected
+        practice's reason is checked on the Rejected practices, not on every practice."""
+        narrowed, rest = focus, []
+        for member in members:
+            has = _has_value_pattern(member)
+            if has is not None:
+                narrowed = Focus(f"{{ {narrowed.where} }} MINUS {{ {has} }}", large=narrowed.large)
+                continue
+            negated = _negated(member)
+            has = _has_value_pattern(negated) if negated is not None else None
+            if has is not None:
+                narrowed = Focus(f"{{ {narrowed.where} }} {{ {has} }}", large=narrowed.large)
+                continue
+            rest.append(member)
+        if narrowed is focus:
+            return _intersection([self.failing_nodes(member, focus) for member in members])
+        if not rest:
+            return _NodeSet(self.focus_nodes(narrowed))
+        bad = _intersection([self.failing_nodes(member, narrowed) for member in rest])
+        # a complement here is of the narrowed focus: made a list of nodes, valid for any focus
+        return _NodeSet(self.focus_nodes(narrowed) - bad.nodes) if bad.complement else bad
+
+    def focus_nodes(self, focus: Focus) -> frozenset[Term]:
+        """Every node of ``focus``."""
+        return frozenset(row["this"] for row in self.select(f"SELECT DISTINCT ?this WHERE {{ {focus.where} }}"))
 
     def failing(self, shape: Shape, focus: Focus) -> frozenset[Term]:
         """The nodes of ``focus`` that do not conform to ``shape`` (each judged as a focus node)."""
@@ -1544,9 +1660,20 @@ class _Evaluator:
 
     def logical(self, shape: Shape, constraint: Constraint, focus: Focus) -> list[ValidationResult]:
         kind, args = constraint.kind, constraint.args
+        if shape.path is None and kind in _COMPOSED_KINDS:
+            # The value node is the focus node: the failing ones, composed from the members' sets.
+            bad = self.constraint_failing(shape, constraint, focus)
+            nodes = self.focus_nodes(focus) - bad.nodes if bad.complement else bad.nodes
+            return [self.result(shape, constraint, node, node) for node in nodes]
         value_focus = self.value_focus(shape, focus)
         members = [args["shape"]] if "shape" in args else args["shapes"]
         assert isinstance(members, list)
+        if kind in ("or", "and", "node"):
+            composed = [self.failing_nodes(member, value_focus) for member in members]
+            if kind == "or" and not _intersection(composed).complement and not _intersection(composed).nodes:
+                return []  # no value node fails every member: no pair need be read
+            if kind != "or" and not _union(composed).complement and not _union(composed).nodes:
+                return []
         failing = [self.failing(member, value_focus) for member in members]
         if kind in ("node", "and") and not any(failing):
             return []
