@@ -97,10 +97,12 @@ URL_RE = re.compile(r" — (?P<url>https?://\S++)")
 #: kept as an unread ``locator``.
 GOOD_URL_RE = re.compile(r'https?://[^/?#\s<>"{}|\\^`]+(?:[/?#][^\s<>"{}|\\^`]*)?')
 #: A byline's authors hold no end of a sentence (a word of two letters or more, then ". "; not "al" nor
-#: the abbreviation of a part of a name, "Jr.", "St.", "Dr.", nor a two-letter initial, "Yu.", "Th."): ``In 2019 a rebuttal appeared. Jones
-#: (2021), LIT-018`` is prose before a byline, not its authors; ``Smith Jr. et al.`` are authors.
+#: the abbreviation of a part of a name, "Jr.", "St.", "Dr.", nor a two-letter initial, "Yu.", "Th."):
+#: ``In 2019 a rebuttal appeared. Jones (2021), LIT-018`` is prose before a byline, not its authors;
+#: ``Smith Jr. et al.`` are authors.
 _SENTENCE_IN_AUTHORS_RE = re.compile(
-    r"(?<![A-Za-z])(?!(?i:al|jr|sr|st|ste|dr|mr|mrs|ms|prof|mme|mlle|hr|fr)[.!?])(?![A-Z][a-z][.]\s)[A-Za-z]{2,}[.!?]\s"
+    r"(?<![A-Za-z])(?!(?i:al|jr|sr|st|ste|dr|mr|mrs|ms|prof|mme|mlle|hr|fr)[.!?])(?![A-Z][a-z][.]\s)"
+    r"[A-Za-z]{2,}[.!?]\s"
 )
 #: Words that make a sentence say a supersession does not hold, or may not: "Nothing here says that
 #: ADR-059 supersedes ADR-026" states no supersession, and the import must not make one.
