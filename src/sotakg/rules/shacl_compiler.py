@@ -1660,20 +1660,23 @@ class _Evaluator:
 
     def logical(self, shape: Shape, constraint: Constraint, focus: Focus) -> list[ValidationResult]:
         kind, args = constraint.kind, constraint.args
-        if shape.path is None and kind in _COMPOSED_KINDS:
-            # The value node is the focus node: the failing ones, composed from the members' sets.
-            bad = self.constraint_failing(shape, constraint, focus)
-            nodes = self.focus_nodes(focus) - bad.nodes if bad.complement else bad.nodes
-            return [self.result(shape, constraint, node, node) for node in nodes]
+        if kind in _COMPOSED_KINDS:
+            # The value nodes that fail, composed from the members' sets; on a path, the pairs of
+            # focus and value are read only when some value fails.
+            value_focus = self.value_focus(shape, focus)
+            failing_values = self.constraint_failing(shape, constraint, value_focus)
+            bad_values = failing_values.nodes
+            if failing_values.complement:
+                bad_values = self.focus_nodes(value_focus) - bad_values
+            if shape.path is None:
+                return [self.result(shape, constraint, node, node) for node in bad_values]
+            if not bad_values:
+                return []
+            pairs = self.pairs(shape, focus)
+            return [self.result(shape, constraint, node, value) for node, value in pairs if value in bad_values]
         value_focus = self.value_focus(shape, focus)
         members = [args["shape"]] if "shape" in args else args["shapes"]
         assert isinstance(members, list)
-        if kind in ("or", "and", "node"):
-            composed = [self.failing_nodes(member, value_focus) for member in members]
-            if kind == "or" and not _intersection(composed).complement and not _intersection(composed).nodes:
-                return []  # no value node fails every member: no pair need be read
-            if kind != "or" and not _union(composed).complement and not _union(composed).nodes:
-                return []
         failing = [self.failing(member, value_focus) for member in members]
         if kind in ("node", "and") and not any(failing):
             return []
