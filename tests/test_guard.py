@@ -1894,3 +1894,76 @@ def test_after_a_quiet_minute_the_first_query_is_answered_by_the_real_engine(bui
         second = raw_request(guard.port, ASK_REQUEST, 10)
     assert first.startswith(b"HTTP/1.1 200 ")
     assert second.startswith(b"HTTP/1.1 200 ") and second.endswith(b'{"head":{},"boolean":true}'), second[:200]
+
+
+# ---------------------------------------------------------------- twelfth round of a hostile client
+
+
+def _read_until_closed_or(connection: socket.socket, seconds: float) -> bytes:
+    """What comes back on ``connection`` within ``seconds`` (until it closes, or the time is up)."""
+    deadline = time.monotonic() + seconds
+    received = b""
+    while time.monotonic() < deadline:
+        connection.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            data = connection.recv(65536)
+        except OSError:  # the time is up (a timeout), or the connection was reset
+            break
+        if not data:
+            break
+        received += data
+    return received
+
+
+@pytest.mark.parametrize("target", ["query", "[::1]:80", "127.0.0.1:9"])
+def test_a_request_target_in_authority_form_does_not_kill_the_engine(built_store, target):
+    """The bug: the guard forwards a GET whose target is in authority form (``GET query HTTP/1.1``,
+    ``GET [::1]:80 HTTP/1.1``: no leading "/", no scheme) to the Oxigraph server as it is. The server's
+    HTTP layer (oxhttp 0.3.3) panics on it (``InvalidUriParts(InvalidUri(PathAndQueryMissing))``) and
+    the whole engine process aborts: the client gets a 502, every query running at that moment dies
+    with it, and the next query finds no engine (a 502 here; under ``sotakg serve`` every client gets
+    503 until the restart, and one such request a second keeps the engine down).
+
+    The rule: no request may crash the server; a target the guard does not read as a path (or an
+    absolute URL it rewrites to one) is answered by the guard (400) and never reaches the engine."""
+    with guard_over_engine(built_store, log=lambda line: None) as guard:
+        assert answer_of(f"http://127.0.0.1:{guard.port}" + ASK)[0] == 200
+        answer = raw_request(guard.port, f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(), 10)
+        time.sleep(0.3)
+        status, _, body = answer_of(f"http://127.0.0.1:{guard.port}" + ASK)
+        assert status == 200, (answer[:60], status, body[:200])
+
+
+def _prefix_heavy_query(length: int = 10, declared: int = 660, used: int = 1990) -> bytes:
+    """A query of about 4,000 tokens (what the check still explains) that declares ``declared``
+    prefixes with long, similar names and uses ``used`` other, undeclared ones of the same shape."""
+    stem = "a" * length
+    head = "".join(f"PREFIX {stem}{i}: <http://x/> " for i in range(declared))
+    return (head + "ASK { " + " ".join(f"{stem}b{i}:x" for i in range(used)) + " }").encode()
+
+
+def test_screening_one_query_stops_within_the_timeout(built_store):
+    """The bug: a query with an undeclared prefix is refused as a syntax error, and the refusal is
+    explained (``syntax_help.explain_syntax_error``) for any query of up to 4,000 tokens. The
+    explanation runs ``difflib.get_close_matches`` for every undeclared name against every declared
+    prefix (sorting them anew each time): quadratic in the tokens and in the names' length. One 57 KB
+    POST (660 declarations of ``aaaaaaaaaaN:``, 1,990 uses of ``aaaaaaaaaabN:x``) holds a guard thread
+    and a core for about 25 s before its 400 (110 KB: 110 s; 190 KB: 6 minutes), all before the query
+    has a turn, so ``--timeout`` and ``--max-concurrent`` do not apply: four at once kept `sotakg serve`
+    at 100 % CPU for over a minute and slowed every other client's answers fifty- to two-hundred-fold.
+
+    The rule: no request may stall the server, and the work a request causes stops within
+    --timeout + 2 s: a query the guard refuses is refused within that time."""
+    data, store = built_store
+    body = _prefix_heavy_query()
+    with serving(data, store, "--timeout", "2") as served:
+        port = int(served.base.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            started = time.monotonic()
+            connection.sendall(
+                b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\n"
+                b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
+            )
+            answer = _read_until_closed_or(connection, 2 + 2 + 2)
+            took = time.monotonic() - started
+        assert answer.startswith(b"HTTP/1.1 "), f"no answer within {took:.1f} s (--timeout 2)"

@@ -105,6 +105,22 @@ def test_each_common_mistake_is_named_where_it_is(backend, text, expected):
     assert first_line(backend, text) == expected
 
 
+def test_the_first_undeclared_prefix_is_named_and_a_long_name_gets_no_guess(backend):
+    """The bug: every undeclared name of a query was compared with every declared prefix (difflib),
+    so 2,000 uses against 660 declarations took 25 s before the refusal (the serve guard explains
+    its refusals too). The rule: the first one is named, as before; a name longer than
+    ``SUGGESTED_NAME_CHARS`` gets no "did you mean"."""
+    long = "p" * 70
+    text = f"PREFIX {long}a: <http://x/> SELECT * WHERE {{ ?s {long}b:x ?o . ?s other:y ?o }}"
+    column = text.index(f"{long}b:x") + 1
+    assert first_line(backend, text) == (
+        f"syntax error at line 1, column {column}: undeclared prefix `{long}b:` in `{long}b:x`: declare it with "
+        f"`PREFIX {long}b: <...>`, or use a predeclared one ({PREDECLARED})"
+    )
+    short = text.replace(long, "pp")
+    assert f"did you mean `ppa:`? Or declare it with `PREFIX ppb: <...>`" in first_line(backend, short)
+
+
 def test_the_caret_points_at_the_mistake(runner, built_store):
     text = "SELECT ?p WHERE {\n  ?p a sota:Practice ;\n     dcterms:title\n}"
     result = invoke(runner, built_store, "sparql", text)

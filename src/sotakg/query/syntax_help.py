@@ -165,17 +165,34 @@ def _unterminated_strings(toks: Sequence[_Tok]) -> list[Explanation]:
     return found
 
 
+#: The longest name a "did you mean" is looked for: difflib's cost grows with the product of the
+#: lengths, and a query is anyone's text (the serve guard explains its refusals).
+SUGGESTED_NAME_CHARS = 64
+#: The most declared prefixes a "did you mean" compares an undeclared one with.
+SUGGESTION_CANDIDATES = 1000
+
+
+def _close_match(word: str, candidates: Sequence[str], cutoff: float) -> str | None:
+    if len(word) > SUGGESTED_NAME_CHARS:
+        return None
+    fitting = [c for c in candidates if len(c) <= SUGGESTED_NAME_CHARS][:SUGGESTION_CANDIDATES]
+    close = difflib.get_close_matches(word, fitting, n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+# Each explainer below gives the first explanation of its kind at most: only the earliest of all is
+# shown, and explaining every one would cost a pass per token of a long query.
+
+
 def _unknown_words(toks: Sequence[_Tok]) -> list[Explanation]:
     found = []
     for tok in toks:
         if tok.kind != "word" or tok.text.upper() in KEYWORDS:
             continue
         word = tok.text
-        close = difflib.get_close_matches(word.upper(), _CLAUSES, n=1, cutoff=0.7) or difflib.get_close_matches(
-            word.upper(), sorted(KEYWORDS), n=1, cutoff=0.75
-        )
+        close = _close_match(word.upper(), _CLAUSES, 0.7) or _close_match(word.upper(), sorted(KEYWORDS), 0.75)
         if close:
-            found.append(Explanation(tok.offset, f"unknown word `{word}`: did you mean {close[0]}?"))
+            found.append(Explanation(tok.offset, f"unknown word `{word}`: did you mean {close}?"))
         else:
             found.append(
                 Explanation(
@@ -184,6 +201,7 @@ def _unknown_words(toks: Sequence[_Tok]) -> list[Explanation]:
                     f'(sota:{word}), an IRI in <...> or a string ("{word}")',
                 )
             )
+        break
     return found
 
 
@@ -199,8 +217,8 @@ def _undeclared_prefixes(toks: Sequence[_Tok], prefixes: Mapping[str, str]) -> l
         prefix = tok.text.split(":", 1)[0]
         if prefix == "_" or prefix in declared:
             continue
-        close = difflib.get_close_matches(prefix, sorted(declared), n=1, cutoff=0.6)
-        hint = f"did you mean `{close[0]}:`? Or declare" if close else "declare"
+        close = _close_match(prefix, sorted(declared), 0.6)
+        hint = f"did you mean `{close}:`? Or declare" if close else "declare"
         predeclared = " ".join(f"{name}:" for name in prefixes)
         found.append(
             Explanation(
@@ -209,6 +227,7 @@ def _undeclared_prefixes(toks: Sequence[_Tok], prefixes: Mapping[str, str]) -> l
                 f"or use a predeclared one ({predeclared})",
             )
         )
+        break
     return found
 
 

@@ -474,7 +474,9 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             # description's sd:endpoint, the base of relative IRIs). It gets the path; the guard's
             # own address is named as for any request (``_own_authority``).
             self.path = "/" + (absolute["rest"] or "").lstrip("/")
-        elif _SCHEME.match(self.path):
+        elif _SCHEME.match(self.path) or not self.path.startswith("/"):
+            # Only a path (origin form) goes on: the engine's HTTP layer aborts the whole process on a
+            # target in authority form ("GET query", "GET [::1]:80") or on one it cannot split.
             self.send_error(400, "Bad request target", "send the target as a path, or as http://host/path")
             return False
         if self.path.startswith("//"):  # as the base class does: "//host/x" would read as another host
