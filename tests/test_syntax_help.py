@@ -118,7 +118,7 @@ def test_the_first_undeclared_prefix_is_named_and_a_long_name_gets_no_guess(back
         f"`PREFIX {long}b: <...>`, or use a predeclared one ({PREDECLARED})"
     )
     short = text.replace(long, "pp")
-    assert f"did you mean `ppa:`? Or declare it with `PREFIX ppb: <...>`" in first_line(backend, short)
+    assert "did you mean `ppa:`? Or declare it with `PREFIX ppb: <...>`" in first_line(backend, short)
 
 
 def test_the_caret_points_at_the_mistake(runner, built_store):
