@@ -1555,7 +1555,8 @@ class _Evaluator:
         if kind in ("minCount", "maxCount"):
             n = args["n"]
             shared = _SHARED_OBJECT_PATH.fullmatch(shape.path or "")
-            if kind == "maxCount" and n >= 1 and shared is not None and not self._some_object_shared(shared[1]):
+            at_most_one = kind == "maxCount" and isinstance(n, int) and n >= 1
+            if at_most_one and shared is not None and not self._some_object_shared(shared[1]):
                 # ``p/^p`` (the nodes that share an object of p): each node reaches only itself when no
                 # object of p has two subjects, so none reaches more than one. A GROUP BY of the
                 # objects answers that in one scan, where the path walks every node's.
