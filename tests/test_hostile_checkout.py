@@ -167,3 +167,71 @@ def test_the_problems_of_one_file_are_listed_up_to_a_bound_and_the_rest_counted(
         f"data/practices/SOTA-001.yaml:{last}: and 10 more problems of its fields after this line, not listed; "
         "fix those above first (SOTA-001)"
     )
+
+
+def _git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
+    environment = {
+        **subprocess_env(),
+        "GIT_AUTHOR_NAME": "a",
+        "GIT_AUTHOR_EMAIL": "a@example.org",
+        "GIT_COMMITTER_NAME": "a",
+        "GIT_COMMITTER_EMAIL": "a@example.org",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(repo),
+    }
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], input=stdin, capture_output=True, env=environment, check=True
+    )
+    return done.stdout.decode().strip()
+
+
+BLOB_BYTES = 1024 * 1024
+
+
+def _repository_whose_previous_commit_names_one_blob(folder: Path, times: int) -> Path:
+    """A git repository holding the shipped data, whose commit HEAD~1 adds ``times`` record files that
+    are all the one blob of 1 MB (git stores it once, compressed to about a kilobyte), and whose HEAD
+    removes them again, so the checkout itself holds only the shipped data."""
+    shutil.copytree(SHIPPED_DATA, folder / "data")
+    _git(folder, "init", "-q", ".")
+    _git(folder, "add", "data")
+    _git(folder, "commit", "-q", "-m", "base")
+    blob = b"id: SOTA-999\n#" + b"a" * (BLOB_BYTES - 16) + b"\n"
+    object_id = _git(folder, "hash-object", "-w", "--stdin", stdin=blob)
+    entries = "".join(f"100644 {object_id}\tdata/practices/SOTA-9{n:04d}.yaml\n" for n in range(times))
+    _git(folder, "update-index", "--index-info", stdin=entries.encode())
+    _git(folder, "commit", "-q", "-m", "the same blob under many names")
+    _git(folder, "rm", "-q", "--cached", "--", "data/practices/SOTA-9*")
+    _git(folder, "commit", "-q", "-m", "gone again")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["diff", "HEAD~1", "HEAD"], ["validate", "--baseline", "HEAD~1"]],
+    ids=["diff", "validate-baseline"],
+)
+def test_a_revision_naming_one_blob_many_times_cannot_make_sotakg_use_memory_without_bound(tmp_path, command):
+    """The bug: ``read_tree_files`` asks ``git cat-file --batch`` for the blob of every record file of
+    the revision and keeps the whole answer (``capture_output``) and a copy of each file's bytes in
+    ``contents`` before it parses any of them. In git a tree may name one blob under any number of
+    names: a commit of a pull request naming one 1 MB blob (a kilobyte in git, compressed) as 300
+    record files makes ``sotakg diff HEAD~1 HEAD`` and ``sotakg validate --baseline HEAD~1`` hold
+    about 600 MB (measured: ~650 MB peak against ~45 MB), and with the default 10 MB cap and a few
+    thousand names, tens of gigabytes: a repository of a few kilobytes exhausts a CI runner's memory.
+    The checkout never pays for it: the commit that names the files is not the one checked out.
+
+    The rule: reading a revision costs memory of the order of what git holds of it, or of one file at a
+    time (each file parsed and let go as it is read, or each distinct object read once), never of the
+    sum of every entry's size; the run still ends with the files' problems named, and exit 1."""
+    one = _repository_whose_previous_commit_names_one_blob(tmp_path / "once", 1)
+    many = _repository_whose_previous_commit_names_one_blob(tmp_path / "many", 300)
+    assert _git(many, "ls-tree", "-r", "--name-only", "HEAD", "data/practices").count("SOTA-9") == 0
+    assert not any((many / "data" / "practices").glob("SOTA-9*.yaml"))  # the checkout holds none of them
+    baseline = _peak_kib(one, *command)
+    peak = _peak_kib(many, *command)
+    size_kib = BLOB_BYTES // 1024
+    assert peak - baseline < 60 * size_kib, (
+        f"a revision naming one {size_kib} KiB blob 300 times made `sotakg {' '.join(command)}` use "
+        f"{peak - baseline} KiB more than one naming it once"
+    )

@@ -381,6 +381,66 @@ def test_a_refused_entry_is_a_problem_named_like_the_file_and_the_listing_goes_o
     )
 
 
+def test_a_revision_is_read_a_share_at_a_time_each_object_once(empty_repo: Path, monkeypatch) -> None:
+    """The rule: the files of a revision are read from git in shares of ``REVISION_CHUNK_BYTES`` (by
+    the sizes git lists), in path order, each object of a share asked for once, and a share is let go
+    when the next is read; what they hold is what reading them all at once gives."""
+    texts = [f"id: SOTA-{n:03d}\n".encode() * 40 for n in range(7)]
+    ids = [blob(empty_repo, text) for text in texts]
+    entries = [("100644", ids[n % 7], f"practices/SOTA-{n:03d}.yaml") for n in range(21)]
+    tree = tree_of(empty_repo, entries)
+    monkeypatch.setattr(revisions, "REVISION_CHUNK_BYTES", 3 * len(texts[0]))
+    asked: list[int] = []
+    real_run_git = revisions.run_git
+
+    def counting(repo, *args, stdin=None):
+        if args[:2] == ("cat-file", "--batch"):
+            asked.append(len(stdin.splitlines()))
+        return real_run_git(repo, *args, stdin=stdin)
+
+    monkeypatch.setattr(revisions, "run_git", counting)
+    contents, problems = read_tree_files(empty_repo, tree, "data")
+    assert problems == [] and asked == [3]  # the first share, read at once
+    assert {name: contents[name] for name in contents} == {
+        f"practices/SOTA-{n:03d}.yaml": texts[n % 7] for n in range(21)
+    }
+    assert asked == [3] * 7 and contents.size_of("practices/SOTA-004.yaml") == len(texts[4])
+    shares = {id(contents[f"practices/SOTA-{n:03d}.yaml"]) for n in (18, 19, 20)}
+    assert len(shares) == 3  # the last share: three objects, one bytes each
+
+
+def test_one_blob_under_many_names_is_asked_for_once_a_share(empty_repo: Path, monkeypatch) -> None:
+    record = blob(empty_repo, AT_THE_LIMIT)
+    tree = tree_of(empty_repo, [("100644", record, f"practices/SOTA-{n:03d}.yaml") for n in range(50)])
+    asked: list[bytes] = []
+    real_run_git = revisions.run_git
+
+    def counting(repo, *args, stdin=None):
+        if args[:2] == ("cat-file", "--batch"):
+            asked.append(stdin)
+        return real_run_git(repo, *args, stdin=stdin)
+
+    monkeypatch.setattr(revisions, "run_git", counting)
+    contents, _ = read_tree_files(empty_repo, tree, "data")
+    assert len(contents) == 50 and {id(contents[name]) for name in contents} == {
+        id(contents["practices/SOTA-000.yaml"])
+    }
+    assert asked == [f"{record}\n".encode()]
+
+
+def test_a_revision_over_the_total_limit_is_refused_naming_it(empty_repo: Path, monkeypatch) -> None:
+    record = blob(empty_repo, AT_THE_LIMIT)
+    tree = tree_of(empty_repo, [("100644", record, f"practices/SOTA-{n:03d}.yaml") for n in range(3)])
+    monkeypatch.setenv("SOTAKG_MAX_REVISION_BYTES", str(3 * len(AT_THE_LIMIT) - 1))
+    assert refusal(lambda: read_tree_files(empty_repo, tree, "data")) == (
+        f"the record files of tree {tree} come to {3 * len(AT_THE_LIMIT)} bytes in all, over the "
+        f"{3 * len(AT_THE_LIMIT) - 1}-byte limit for one revision (git stores a file once however many names "
+        f"a tree gives it); raise it with SOTAKG_MAX_REVISION_BYTES if the revision is yours"
+    )
+    monkeypatch.setenv("SOTAKG_MAX_REVISION_BYTES", str(3 * len(AT_THE_LIMIT)))
+    assert len(read_tree_files(empty_repo, tree, "data")[0]) == 3
+
+
 def test_a_name_holding_a_tab_is_read_whole(empty_repo: Path) -> None:
     tree = tree_of(empty_repo, [("100644", blob(empty_repo, AT_THE_LIMIT), "practices/SOTA-009\tcopy.yaml")])
     assert read_tree_files(empty_repo, tree, "data") == ({"practices/SOTA-009\tcopy.yaml": AT_THE_LIMIT}, [])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -206,9 +207,80 @@ def _kind_of(relative: PurePosixPath) -> str | None:
     return FOLDER_KINDS.get(parts[0]) if len(parts) == 2 else None
 
 
-def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[dict[str, bytes], list[Problem]]:
-    """The YAML files of ``tree`` (a data folder) by path relative to it, read from git's objects,
-    with a problem for each file that is not a regular blob within the size limit."""
+#: How many bytes of record files (by the sizes git lists) are read from git at once; the files of a
+#: revision are parsed a share at a time, so that memory holds one share, not the whole revision.
+REVISION_CHUNK_BYTES = 64 * 1024 * 1024
+#: The default cap on all the record files of a revision together (``SOTAKG_MAX_REVISION_BYTES``).
+DEFAULT_MAX_REVISION_BYTES = 1024 * 1024 * 1024
+
+
+def max_revision_bytes() -> int:
+    """The cap on the record files of one revision together (``SOTAKG_MAX_REVISION_BYTES``, default
+    1 GiB): git stores one blob once however many names a tree gives it, so a few kilobytes of
+    repository can name gigabytes of files that no checkout ever held."""
+    value = os.environ.get("SOTAKG_MAX_REVISION_BYTES")
+    return int(value) if value and value.isdigit() and len(value) <= 18 else DEFAULT_MAX_REVISION_BYTES
+
+
+class RevisionContents(Mapping[str, bytes]):
+    """The bytes of a tree's record files by path, read from git's objects a share at a time
+    (``REVISION_CHUNK_BYTES``) as they are asked for in path order, each object of a share once: a
+    share is let go when the next one is read, so a revision costs the memory of one share."""
+
+    def __init__(self, repo: Path, tree: str, wanted: list[tuple[str, str, int]]):
+        self._repo, self._tree = repo, tree
+        self._wanted = sorted(wanted)
+        self._index = {relative: index for index, (relative, _oid, _size) in enumerate(self._wanted)}
+        # The first share is read at once: a tree git cannot read is an error before any parsing.
+        self._share: dict[str, bytes] = self._read_share(0) if self._wanted else {}
+
+    def __getitem__(self, relative: str) -> bytes:
+        index = self._index[relative]
+        if relative not in self._share:
+            self._share = {}  # let the last share go before the next is read
+            self._share = self._read_share(index)
+        return self._share[relative]
+
+    def __iter__(self) -> Iterator[str]:
+        return (relative for relative, _oid, _size in self._wanted)
+
+    def __len__(self) -> int:
+        return len(self._wanted)
+
+    def size_of(self, relative: str) -> int:
+        """The file's size as git lists it, without reading it."""
+        return self._wanted[self._index[relative]][2]
+
+    def _read_share(self, first: int) -> dict[str, bytes]:
+        share: list[tuple[str, str, int]] = []
+        total = 0
+        for entry in self._wanted[first:]:
+            if share and total + entry[2] > REVISION_CHUNK_BYTES:
+                break
+            share.append(entry)
+            total += entry[2]
+        objects = list(dict.fromkeys(object_id for _relative, object_id, _size in share))
+        batch = run_git(self._repo, "cat-file", "--batch", stdin="".join(f"{oid}\n" for oid in objects).encode())
+        if batch.returncode != 0:
+            raise RevisionError(f"git cannot read the objects of tree {self._tree}")
+        output, position = batch.stdout, 0
+        blobs: dict[str, bytes] = {}
+        for object_id in objects:
+            header_end = output.index(b"\n", position)
+            header = output[position:header_end].decode("ascii").split()
+            if len(header) != 3 or header[0] != object_id or header[1] != "blob":
+                raise RevisionError(f"git answered {' '.join(header)!r} for object {object_id}")
+            start = header_end + 1
+            end = start + int(header[2])
+            blobs[object_id] = output[start:end]
+            position = end + 1
+        return {relative: blobs[object_id] for relative, object_id, _size in share}
+
+
+def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[RevisionContents, list[Problem]]:
+    """The YAML files of ``tree`` (a data folder) by path relative to it, read from git's objects
+    when asked for (``RevisionContents``), with a problem for each file that is not a regular blob
+    within the size limit. RevisionError when the files together are over ``max_revision_bytes``."""
     listing = run_git(repo, "ls-tree", "-r", "-z", "-l", "--end-of-options", tree)
     if listing.returncode != 0:
         said = listing.stderr.decode("utf-8", "replace")
@@ -219,7 +291,7 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[dict[str,
             )
         raise RevisionError(f"git cannot list tree {tree}: {said.strip()}")
     limit = max_file_bytes()
-    wanted: list[tuple[str, str]] = []
+    wanted: list[tuple[str, str, int]] = []
     problems: list[Problem] = []
     for entry in listing.stdout.split(b"\0"):
         if not entry:
@@ -249,23 +321,15 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[dict[str,
         if int(size) > limit:
             problems.append(Problem(shown, None, stem, too_large(int(size), limit)))
             continue
-        wanted.append((relative, object_id))
-    contents: dict[str, bytes] = {}
-    if wanted:
-        batch = run_git(repo, "cat-file", "--batch", stdin="".join(f"{oid}\n" for _rel, oid in wanted).encode())
-        if batch.returncode != 0:
-            raise RevisionError(f"git cannot read the objects of tree {tree}")
-        output, position = batch.stdout, 0
-        for relative, object_id in wanted:
-            header_end = output.index(b"\n", position)
-            header = output[position:header_end].decode("ascii").split()
-            if len(header) != 3 or header[0] != object_id or header[1] != "blob":
-                raise RevisionError(f"git answered {' '.join(header)!r} for object {object_id}")
-            start = header_end + 1
-            end = start + int(header[2])
-            contents[relative] = output[start:end]
-            position = end + 1
-    return contents, problems
+        wanted.append((relative, object_id, int(size)))
+    total, cap = sum(size for _relative, _oid, size in wanted), max_revision_bytes()
+    if total > cap:
+        raise RevisionError(
+            f"the record files of tree {tree} come to {total} bytes in all, over the {cap}-byte limit for "
+            f"one revision (git stores a file once however many names a tree gives it); raise it with "
+            f"SOTAKG_MAX_REVISION_BYTES if the revision is yours"
+        )
+    return RevisionContents(repo, tree, wanted), problems
 
 
 def find_revision(data_dir: Path, name: str) -> Revision:
@@ -291,10 +355,11 @@ def read_revision(revision: Revision) -> DataSide:
     prefix = revision.prefix
     contents, problems = read_tree_files(revision.repo, revision.tree, prefix)
     sources = []
-    for relative, data in sorted(contents.items()):
+    for relative in contents:  # in path order, as the shares are read
         shown = f"{prefix}/{relative}" if prefix else relative
         # The reader takes the bytes from ``contents``; the path only gives the file's stem.
-        sources.append(SourceFile(shown, relative, shown, _kind_of(PurePosixPath(relative)), len(data), 0))
+        kind = _kind_of(PurePosixPath(relative))
+        sources.append(SourceFile(shown, relative, shown, kind, contents.size_of(relative), 0))
     try:
         anthology = load_anthology(revision.repo, sources, contents)
     except DataError as error:

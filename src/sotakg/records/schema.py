@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -559,7 +559,7 @@ def check_record(
 
 
 def load_anthology(
-    data_dir: Path, sources: list[SourceFile] | None = None, contents: dict[str, bytes] | None = None
+    data_dir: Path, sources: list[SourceFile] | None = None, contents: Mapping[str, bytes] | None = None
 ) -> Anthology:
     """Read every record of ``data_dir``; raise DataError listing every problem found.
 
@@ -584,7 +584,7 @@ def load_anthology(
     return Anthology(records)
 
 
-def read_source(source: SourceFile, contents: dict[str, bytes] | None = None) -> tuple[Record | None, list[Problem]]:
+def read_source(source: SourceFile, contents: Mapping[str, bytes] | None = None) -> tuple[Record | None, list[Problem]]:
     """One listed file as load_anthology reads it: its record (None when it cannot be read) and its
     problems (a refusal, a file outside the record folders, what read_record finds, a misnamed file)."""
     if source.refusal is not None:
