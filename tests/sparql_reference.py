@@ -16,6 +16,7 @@ from sotakg.query.sparql import (
     _CLOSERS,
     _ENGINE_WORDS,
     _OPENERS,
+    _REREAD_CALLS,
     _TERM_KINDS,
     MAX_DEPTH,
     QUERY_FORMS,
@@ -24,6 +25,7 @@ from sotakg.query.sparql import (
     Token,
     _authority_prefix_refusal,
     _bad_string_refusal,
+    _deep_reread_refusal,
     _glued_keyword_refusal,
     _keyword_refusal,
     _reifier_refusal,
@@ -337,8 +339,22 @@ def check_query(
         if (found := re.fullmatch(r"<(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//([^/?#>]*)>", iri))
     }
     seen: list[Token] = []
+    # For each open bracket: whether it is a level the engine reads again (a REGEX/SUBSTR/REPLACE call's
+    # "(", a bracket holding IN), and the highest level closed inside it.
+    rereads: list[list[int]] = [[0, 0]]
     for token in tokens(text):
+        too_deep = False
+        previous = seen[-1] if seen else None
         seen.append(token)
+        if token.kind == "word" and token.text.upper() == "IN":
+            rereads[-1][0] = 1
+        elif token.kind == "punct" and token.text in _OPENERS:
+            call = previous is not None and previous.kind == "word" and previous.text.upper() in _REREAD_CALLS
+            rereads.append([1 if call and token.text == "(" else 0, 0])
+        elif token.kind == "punct" and token.text in _CLOSERS and len(rereads) > 1:
+            costly, inner = rereads.pop()
+            too_deep = costly + inner > limits.max_reread_nesting
+            rereads[-1][1] = max(rereads[-1][1], costly + inner)
         count += 1
         kind = token.kind
         if kind in _TERM_KINDS:
@@ -381,6 +397,8 @@ def check_query(
             host = re.fullmatch(r"<(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//([^/?#>]*)>", token.text)
             if host and not re.fullmatch(r"[A-Za-z0-9._~-]*", host.group(1)):
                 raise _authority_prefix_refusal(text, token.offset)
+        if too_deep:  # checked after the limits above, as the fast check ranks its findings
+            raise _deep_reread_refusal(text, token.offset, limits.max_reread_nesting)
         if kind == "punct" or kind == "var" or kind == "iri" or kind == "string":
             continue  # nothing the engine could read as a keyword
         if form is None and kind == "word" and token.text.upper() in QUERY_FORMS:

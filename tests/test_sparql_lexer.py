@@ -4,6 +4,10 @@ hide SERVICE behind every lexical form."""
 
 from __future__ import annotations
 
+import random
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,7 @@ from sotakg.errors import QueryRefused, QuerySyntaxError
 from sotakg.graph.vocab import PREFIXES
 from sotakg.query.sparql import check_query, tokens
 
-from .conftest import counting_listener
+from .conftest import counting_listener, subprocess_env
 from .sparql_reference import check_query as reference_check
 
 SUITES = Path(__file__).resolve().parents[3] / "shared" / "w3c-sparql-tests"
@@ -511,3 +515,352 @@ def test_a_long_query_gets_the_engines_message_without_reading_all_its_tokens(mo
     long = sparql.syntax_error("error at 1:7: expected one of SELECT", long_text)
     assert read[-1] == sparql.MAX_EXPLAINED_TOKENS + 1
     assert str(long).startswith("syntax error at line 1, column 7: expected one of SELECT\n")
+
+
+# ------------------------------------------------------------------ an oracle of the engine's own
+
+
+def _accepted(text: str, predeclared: bool = False) -> bool:
+    try:
+        check_query(text, predeclared=predeclared)
+    except (QueryRefused, QuerySyntaxError):
+        return False
+    return True
+
+
+def _engine_runs(text: str) -> bool:
+    """Whether pyoxigraph parses and evaluates ``text`` on an empty store (SERVICE SILENT included)."""
+    try:
+        from pyoxigraph import Store
+
+        answer = Store().query(text)
+        try:
+            list(answer)
+        except TypeError:
+            bool(answer)
+    except Exception:  # noqa: BLE001 - a syntax error, a failed SERVICE: the engine did not run it
+        return False
+    return True
+
+
+def _parse_seconds(text: str, budget: float) -> float | None:
+    """Seconds pyoxigraph takes to parse ``text`` (in a child on a deep stack, as the query worker runs
+    it), or None when it has not finished within ``budget``."""
+    child = (
+        "import sys, threading, pyoxigraph\n"
+        "text = sys.stdin.read()\n"
+        "def run():\n"
+        "    try:\n"
+        "        pyoxigraph.Store().query(text)\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "threading.stack_size(256 * 1024 * 1024)\n"
+        "t = threading.Thread(target=run); t.start(); t.join()\n"
+    )
+    started = time.monotonic()
+    try:
+        subprocess.run(
+            [sys.executable, "-c", child], input=text, text=True, timeout=budget, env=subprocess_env(), check=False
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return time.monotonic() - started
+
+
+# ------------------------------------------------------------------ what the engine's parser reads again
+
+
+def _nested(shape: str, depth: int) -> str:
+    expression = '"a"'
+    for _ in range(depth):
+        expression = {
+            "REGEX": f'REGEX({expression}, "b")',
+            "SUBSTR": f"SUBSTR({expression}, 1)",
+            "REPLACE": f'REPLACE({expression}, "b", "c")',
+            "IN": f"({expression} IN (1, 2))",
+            "mixed": f'REGEX(SUBSTR(({expression} IN (1)), 1), "b")',
+        }[shape]
+    return f"SELECT ({expression} AS ?x) {{}}"
+
+
+@pytest.mark.parametrize("shape", ["REGEX", "SUBSTR", "REPLACE", "IN", "mixed"])
+def test_what_the_check_lets_by_the_engine_parses_in_a_moment(shape):
+    """The bug: REGEX, SUBSTR and REPLACE have two forms in the engine's grammar that share their first
+    arguments (``REGEX(a, b, c)`` is tried first, then ``REGEX(a, b)``), and the left operand of IN is
+    read again likewise, with no memo: each level of nesting doubles the parse (20 levels of REGEX:
+    2 s; 40, a 600-character query the check let by: 2^40 steps), a core pinned until the worker is
+    killed or the server's engine restarted, on every request.
+
+    The rule: the check's limits stay below what the engine parses in a moment: the deepest nesting
+    it lets by parses within a second or two (a new process included), and 40 levels are refused."""
+    deepest = 0
+    for depth in range(1, 41):
+        if not _accepted(_nested(shape, depth)):
+            break
+        deepest = depth
+    assert 0 < deepest < 40
+    seconds = _parse_seconds(_nested(shape, deepest), 8)
+    assert seconds is not None and seconds < 2.5, (deepest, seconds)
+
+
+REREAD_PIECES = [
+    "REGEX",
+    "SUBSTR",
+    "replace",
+    "IN",
+    "NOT",
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"a"',
+    ",",
+    "1",
+    "?x",
+    "FILTER",
+]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(REREAD_PIECES), max_size=40))
+def test_nesting_the_engine_reads_again_is_refused_as_the_reference_does(pieces):
+    from sotakg.query.sparql import QueryLimits
+
+    from . import sparql_reference as reference
+
+    text = " ".join(pieces)
+    tight = QueryLimits(max_reread_nesting=2)
+    assert _verdict(lambda t: check_query(t, limits=tight), text) == _verdict(
+        lambda t: reference.check_query(t, limits=tight), text
+    )
+
+
+_PAYLOAD = "SERVICE SILENT <http://127.0.0.1:{port}/> {{}}"
+_FRAGMENTS = [
+    "'",
+    '"',
+    "'''",
+    '"""',
+    "<",
+    ">",
+    "<'>",
+    '<">',
+    "<#>",
+    "#",
+    "\n",
+    "\r",
+    "?a",
+    "?b",
+    "1",
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    "FILTER",
+    "BIND",
+    "AS",
+    "EXISTS",
+    "NOT",
+    "SELECT",
+    "*",
+    "WHERE",
+    "ORDER BY",
+    "GROUP BY",
+    "HAVING",
+    "VALUES",
+    "UNION",
+    "OPTIONAL",
+    "MINUS",
+    "ex:a",
+    "ex:",
+    "a",
+    ".",
+    ";",
+    ",",
+    "^^",
+    "@en",
+    "=",
+    "<=",
+    "!",
+    "&&",
+    "||",
+    "+",
+    "-",
+    "true",
+    "STR",
+    "regex",
+    "\\u0027",
+    "%27",
+    " ",
+    "_:b",
+    "$x",
+    "~",
+    "{|",
+    "|}",
+    "LATERAL",
+    "GRAPH",
+    "IN",
+    "(1)",
+    "ex:a\\'",
+    "ex:a\\#",
+    "ex:x:y",
+    ":",
+    "?",
+    "/",
+    "^",
+    "|",
+    "ASC",
+    "DESC",
+    "LIMIT 1",
+    "COUNT",
+    "DISTINCT",
+    "'x'",
+    '"x"',
+    "<http://e/x>",
+    "<x>",
+    "\\",
+    "\\'",
+    "''",
+    '""',
+    "'\\''",
+    "\t",
+    "@",
+    "--ltr",
+    "e5",
+    ".5",
+    "1.",
+    "IF",
+    "COALESCE",
+    "<<",
+    ">>",
+    "(?a <",
+    "?a <",
+    "< ?a",
+    "<'",
+    "'>",
+    "#'",
+    "'#",
+    "\n#",
+    "'\n",
+    '"\n',
+    "\u00a0",
+    "\u2028",
+    "\ufeff",
+    "\u017fERVICE",
+    "\u0131",
+    "SERVİCE",
+    "\\u0053ERVICE",
+    "servic\\u0065",
+    "SERV\\ICE",
+    "ex:SERVICE",
+    "?SERVICE",
+    "_:SERVICE",
+    "@SERVICE",
+    "'SERVICE'",
+]
+_OPEN = [
+    "'",
+    '"',
+    "'''",
+    '"""',
+    "#",
+    "<",
+    "<'>",
+    '<">',
+    "<#>",
+    "?a <'",
+    '?a <"',
+    "1 <'",
+    ")<'",
+    "}<'",
+    "?a<'>'",
+    "'\\'",
+    "'''\\'",
+    "''''",
+    '""""',
+    "'''''",
+    "ex:a\\'",
+    "ex:a\\#",
+    "ex:x:y\\'",
+    "'\\u0027",
+    "<\\u0027>",
+    "'#",
+    "(?a <'",
+    "<''>",
+    "?a <'''",
+    "@en'",
+    "_:b'",
+    "$x'",
+    "x:'",
+    ":'",
+    "VERSION '''",
+]
+_CLOSE = [*_OPEN, "\n", "\r", "' >", "'>", "')", "'}", "\n'", "\r'"]
+_PROLOGUES = ["", "PREFIX ex: <http://e/> ", "BASE <http://e/> PREFIX ex: <x/> ", 'VERSION "1.2" PREFIX : <http://e/> ']
+_SKELETONS = [
+    "SELECT * WHERE {{ {h} }}",
+    "SELECT * WHERE {{ {h} }} {h2}",
+    "SELECT * {{ ?s ?p ?o FILTER({h}) }}",
+    "SELECT ({h} AS ?z) {{}}",
+    "ASK {{ BIND({h} AS ?z) }}",
+    "SELECT * {{ {{ SELECT * {{ {h} }} }} }}",
+    "SELECT * {{ ?s ?p ?o }} ORDER BY {h}",
+    "SELECT * {{ ?s ?p {h} }}",
+    "CONSTRUCT {{ {h} }} WHERE {{ {h2} }}",
+    "SELECT * {{ FILTER(EXISTS {{ {h} }}) }}",
+    "SELECT * {{ FILTER NOT EXISTS {{ {h} }} {h2} }}",
+    "SELECT * {{ ?s ?p ?o }} GROUP BY ?s HAVING({h})",
+]
+
+
+def _hostile(rng: random.Random, port: int) -> str:
+    """A query with the SERVICE payload put where a lexer could take it for the inside of a string, an
+    IRI, a comment or a name, among fragments of every lexical form."""
+
+    def fragment() -> str:
+        noise = " ".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(0, 4)))
+        tail = " ".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(0, 3)))
+        gaps = [rng.choice(["", " ", "\n", "\r"]) for _ in range(3)]
+        payload = _PAYLOAD.format(port=port)
+        return noise + gaps[0] + rng.choice(_OPEN) + gaps[1] + payload + gaps[2] + rng.choice(_CLOSE) + " " + tail
+
+    skeleton = rng.choice(_SKELETONS)
+    return rng.choice(_PROLOGUES) + skeleton.format(h=fragment(), h2=rng.choice(["", "?s ?p ?o", fragment()]))
+
+
+def test_no_generated_query_the_check_accepts_reaches_the_listener():
+    """The rule: over seeded hostile queries (the SERVICE payload hidden in every lexical form the
+    fragments make), none that ``check_query`` accepts (as ``sotakg serve`` checks, no predeclared
+    prefixes) makes pyoxigraph connect to a listener on 127.0.0.1; and the payload alone, which the
+    check refuses, does connect (the oracle can see a connection)."""
+    rng = random.Random(20240612)
+    accepted = 0
+    deadline = time.monotonic() + 12
+    with counting_listener() as (port, seen):
+        control = "SELECT * WHERE { " + _PAYLOAD.format(port=port) + " }"
+        assert not _accepted(control)
+        assert _engine_runs(control)
+        for _ in range(100):  # the listener counts the control's connection on its own thread
+            if seen:
+                break
+            time.sleep(0.02)
+        assert len(seen) == 1
+        reaching = []
+        while time.monotonic() < deadline:
+            text = _hostile(rng, port)
+            if not _accepted(text):
+                continue
+            accepted += 1
+            before = len(seen)
+            _engine_runs(text)
+            if len(seen) != before:
+                reaching.append(text)
+            if accepted >= 20000:
+                break
+        time.sleep(0.3)
+        assert reaching == [] and len(seen) == 1, reaching[:3]
+    assert accepted > 500

@@ -46,6 +46,10 @@ MAX_QUERY_CHARS = 512 * 1024
 MAX_TERMS = 6000
 #: Most UNION arms in one query.
 MAX_UNIONS = 1000
+#: Most levels of REGEX, SUBSTR, REPLACE (a form with an optional last argument) and IN nested in one
+#: another: the engine's parser reads such a call's arguments again for the shorter form, which doubles
+#: its work at each level (20 levels of REGEX: 2 s; 40: 2^40 steps); 10 levels cost it a few ms.
+MAX_REREAD_NESTING = 10
 #: Stack of the engine's threads, here (the query worker's) and in the Oxigraph server behind ``sotakg
 #: serve`` (RUST_MIN_STACK): at the default 2 MiB a basic graph pattern of 10,000 triple patterns or
 #: 10,000 UNION arms overflows it, on the 8 MiB of a main thread a chain of 3,000 MINUS; at 256 MiB
@@ -564,6 +568,7 @@ class QueryLimits:
     max_chars: int = MAX_QUERY_CHARS
     max_terms: int = MAX_TERMS
     max_unions: int = MAX_UNIONS
+    max_reread_nesting: int = MAX_REREAD_NESTING
 
 
 #: Query texts up to this long have their verdict remembered (the check is a pure function of the
@@ -699,6 +704,9 @@ def _check(text: str, limits: QueryLimits, predeclared: bool = True) -> str | No
     undeclared = _first_undeclared_name(text, kinds, starts, ends, declared, known)
     if undeclared >= 0:
         found.append((undeclared, 13, lambda: _undeclared_prefix_error(text, starts[undeclared], ends[undeclared])))
+    reread = _first_deep_reread(text, kinds, starts, ends, limits.max_reread_nesting)
+    if reread >= 0:
+        found.append((reread, 15, lambda: _deep_reread_refusal(text, starts[reread], limits.max_reread_nesting)))
     rereadable = _first_rereadable_name(text, kinds, starts, ends, declared, known)
     if rereadable >= 0:
         found.append((rereadable, 11, lambda: _rereadable_name_refusal(text, starts[rereadable])))
@@ -839,6 +847,58 @@ def _first_word(text: str, kinds: bytes, starts: list[int], ends: list[int], wan
         if wanted(text[starts[index] : ends[index]].upper()):
             return index
     return -1
+
+
+#: The calls whose arguments the engine's parser reads twice (a form with, then one without, the
+#: optional last argument), and the operator whose left operand it reads twice.
+_REREAD_CALLS = frozenset({"REGEX", "SUBSTR", "REPLACE"})
+_REREAD_OPERATOR = "IN"
+_BRACKET_EVENTS = re.compile(_byte_class({_LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET}))
+
+
+def _first_deep_reread(text: str, kinds: bytes, starts: list[int], ends: list[int], limit: int) -> int:
+    """The index of the first bracket that closes more than ``limit`` levels of re-read constructs
+    deep, or -1: a ``(`` of a REGEX/SUBSTR/REPLACE call is one level, and so is the bracket in which
+    an IN (or NOT IN) stands, whose left operand the engine reads again. A bracket's level is its
+    own (0 or 1) and the highest of the brackets inside it; linear in the tokens."""
+    words = [i for i in compress(range(len(kinds)), kinds.translate(_PLAIN_WORD_SELECTOR))]
+    costly_calls: set[int] = set()
+    operators: list[int] = []
+    for index in words:
+        word = text[starts[index] : ends[index]].upper()
+        if word in _REREAD_CALLS and index + 1 < len(kinds) and kinds[index + 1] == _LPAREN:
+            costly_calls.add(index + 1)
+        elif word == _REREAD_OPERATOR:
+            operators.append(index)
+    if len(costly_calls) + len(operators) <= limit:
+        return -1
+    # Each open bracket: [costly, the highest level of the brackets closed inside it].
+    stack: list[list[int]] = [[0, 0]]
+    operator_at = iter(operators + [len(kinds)])
+    next_operator = next(operator_at)
+    for event in _BRACKET_EVENTS.finditer(kinds):
+        index = event.start()
+        while next_operator < index:
+            stack[-1][0] = 1
+            next_operator = next(operator_at)
+        if kinds[index] in _OPENER_CODES:
+            stack.append([1 if index in costly_calls else 0, 0])
+        elif len(stack) > 1:
+            costly, inner = stack.pop()
+            level = costly + inner
+            if level > limit:
+                return index
+            stack[-1][1] = max(stack[-1][1], level)
+    return -1
+
+
+def _deep_reread_refusal(text: str, offset: int, limit: int) -> QueryRefused:
+    line, column = position(text, offset)
+    return QueryRefused(
+        f"the query nests REGEX, SUBSTR, REPLACE and IN more than {limit} levels deep (line {line}, column "
+        f"{column}); the engine's parser takes twice as long at each level. Compute the inner values in "
+        f"BINDs of their own"
+    )
 
 
 def _first_unknown_word(text: str, kinds: bytes, starts: list[int], ends: list[int]) -> int:
