@@ -1502,8 +1502,26 @@ class _Evaluator:
         key = (id(shape), focus.where)
         found = self._failing.get(key)
         if found is None:
-            found = self._failing[key] = frozenset(r.focus for r in self.evaluate(shape, focus))
+            found = self._failing[key] = self._failing_focus_nodes(shape, focus)
         return found
+
+    def _failing_focus_nodes(self, shape: Shape, focus: Focus) -> frozenset[Term]:
+        nested = [c for c in shape.constraints if c.kind == "property"]
+        if shape.path is None or not nested or shape.deactivated:
+            return frozenset(r.focus for r in self.evaluate(shape, focus))
+        # A sh:property of a property shape judges the value nodes (its results are about them): a
+        # focus node fails when one of its values does.
+        direct = replace(shape, constraints=[c for c in shape.constraints if c.kind != "property"])
+        nodes = {r.focus for r in self.evaluate(direct, focus)}
+        value_focus = self.value_focus(shape, focus)
+        bad_values: set[Term] = set()
+        for constraint in nested:
+            child = constraint.args["shape"]
+            assert isinstance(child, Shape)
+            bad_values |= self.failing(child, value_focus)
+        if bad_values:
+            nodes |= {node for node, value in self.pairs(shape, focus) if value in bad_values}
+        return frozenset(nodes)
 
     def result(
         self,

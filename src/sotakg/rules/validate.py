@@ -324,7 +324,14 @@ def pyshacl_engine(
 
     sh = rdflib.Namespace(v.SH)
     raw = []
-    for result in results_graph.subjects(rdflib.RDF.type, sh.ValidationResult):
+    # The report's own results: a result's sh:detail (pySHACL nests the inner shape's results under
+    # a failed sh:node) is not a finding of its own, as the SPARQL engine does not report one.
+    reported = {
+        result
+        for report in results_graph.subjects(rdflib.RDF.type, sh.ValidationReport)
+        for result in results_graph.objects(report, sh.result)
+    }
+    for result in sorted(reported, key=str):
         focus = results_graph.value(result, sh.focusNode)
         path = results_graph.value(result, sh.resultPath)
         value = results_graph.value(result, sh.value)
