@@ -127,19 +127,32 @@ def pyshacl_findings(shapes_triples, data_triples) -> set[tuple]:
     return found
 
 
-def both(shapes: str, data: str) -> tuple[set[tuple], set[tuple]]:
-    """The SPARQL engine's findings and pySHACL's, for Turtle (the prefixes above are added)."""
+def _findings(shapes: str, data: str) -> tuple[set[tuple], set[tuple]] | UnsupportedShape:
+    """The SPARQL engine's findings and pySHACL's, for Turtle (the prefixes above are added), or the
+    compiler's refusal of the shapes."""
     shapes_triples = list(parse(PREFIXES + shapes, format=RdfFormat.TURTLE))
     data_triples = list(parse(PREFIXES + data, format=RdfFormat.TURTLE))
     try:
         sparql = sparql_findings(shapes_triples, data_triples)
     except UnsupportedShape as error:
-        pytest.skip(f"unsupported: {error}")
+        return error
     return sparql, pyshacl_findings(shapes_triples, data_triples)
 
 
+def both(shapes: str, data: str) -> tuple[set[tuple], set[tuple]]:
+    """As ``_findings``; a refused shape skips the test."""
+    found = _findings(shapes, data)
+    if isinstance(found, UnsupportedShape):
+        pytest.skip(f"unsupported: {found}")
+    return found
+
+
 def assert_agree(shapes: str, data: str) -> None:
-    sparql, reference = both(shapes, data)
+    """Both engines give the same findings (nothing to compare when the compiler refuses the shapes)."""
+    found = _findings(shapes, data)
+    if isinstance(found, UnsupportedShape):
+        return  # a helper shape that refers to itself
+    sparql, reference = found
     only_sparql = sorted(sparql - reference, key=repr)
     only_pyshacl = sorted(reference - sparql, key=repr)
     assert (only_sparql, only_pyshacl) == ([], []), (
@@ -283,21 +296,12 @@ def data_graphs(draw) -> str:
     return "\n".join(lines)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+# derandomize: the same examples on every run (a suite with a random seed must not pass one run and
+# fail the next); a longer search with other seeds is a separate, opt-in run.
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
 @given(shapes=shapes_graphs(), data=data_graphs())
 def test_the_engines_agree_on_generated_logical_constraints(shapes: str, data: str) -> None:
-    sparql_shapes = list(parse(PREFIXES + shapes, format=RdfFormat.TURTLE))
-    data_triples = list(parse(PREFIXES + data, format=RdfFormat.TURTLE))
-    try:
-        sparql = sparql_findings(sparql_shapes, data_triples)
-    except UnsupportedShape:
-        return  # a helper shape that refers to itself: nothing to compare
-    reference = pyshacl_findings(sparql_shapes, data_triples)
-    only_sparql = sorted(sparql - reference, key=repr)
-    only_pyshacl = sorted(reference - sparql, key=repr)
-    assert (only_sparql, only_pyshacl) == ([], []), (
-        f"\nSHAPES:\n{shapes}\nDATA:\n{data}\nonly the sparql engine: {only_sparql}\nonly pySHACL: {only_pyshacl}"
-    )
+    assert_agree(shapes, data)
 
 
 # ------------------------------------------------------------------------ the disagreements, minimal
