@@ -26,6 +26,7 @@ from pyoxigraph import BlankNode, Literal, NamedNode, Quad, RdfFormat, Store, pa
 
 from sotakg.errors import UnsupportedShape
 from sotakg.rules.shacl_compiler import ShapesGraph, _Compiler, compile_shapes, node_id
+from sotakg.rules.validate import _rdflib_term
 
 SH = "http://www.w3.org/ns/shacl#"
 EX = "http://example.org/"
@@ -37,20 +38,6 @@ PREFIXES = """@prefix sh: <http://www.w3.org/ns/shacl#> .
 """
 
 # ---------------------------------------------------------------------------------------- both engines
-
-
-def _rdflib(term):
-    import rdflib
-
-    if isinstance(term, NamedNode):
-        return rdflib.URIRef(term.value)
-    if isinstance(term, BlankNode):
-        return rdflib.BNode(term.value)
-    if term.language:
-        return rdflib.Literal(term.value, lang=term.language)
-    if term.datatype.value == XSD_STRING:
-        return rdflib.Literal(term.value)
-    return rdflib.Literal(term.value, datatype=rdflib.URIRef(term.datatype.value))
 
 
 def _oxigraph(term):
@@ -72,7 +59,7 @@ def _graph(triples):
 
     graph = rdflib.Graph()
     for triple in triples:
-        graph.add((_rdflib(triple.subject), _rdflib(triple.predicate), _rdflib(triple.object)))
+        graph.add((_rdflib_term(triple.subject), _rdflib_term(triple.predicate), _rdflib_term(triple.object)))
     return graph
 
 
@@ -344,11 +331,15 @@ def test_a_property_shape_with_a_nested_property_shape_is_a_member_of_sh_or_sh_n
         assert sparql == reference, constraint
 
 
-@pytest.mark.xfail(
+#: A known disagreement with pySHACL, older than the composed sets: not fixed yet.
+KNOWN_ZERO_LENGTH_GAP = pytest.mark.xfail(
     strict=True,
     reason="known: the store binds no zero-length path step for a node absent from the data (SPARQL's "
     "bottom-up evaluation), where SHACL takes the focus node itself as a value node; not fixed yet",
 )
+
+
+@KNOWN_ZERO_LENGTH_GAP
 def test_a_zero_length_path_reaches_a_target_node_absent_from_the_data() -> None:
     """The bug: a path of sh:zeroOrMorePath (or sh:zeroOrOnePath) reaches the focus node itself, but
     the store's zero-length path matches only terms that occur in the data graph: for a sh:targetNode
@@ -371,11 +362,7 @@ def test_a_zero_length_path_reaches_a_target_node_absent_from_the_data() -> None
         assert sparql == reference, shapes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: the store binds no zero-length path step for a node absent from the data (SPARQL's "
-    "bottom-up evaluation), where SHACL takes the focus node itself as a value node; not fixed yet",
-)
+@KNOWN_ZERO_LENGTH_GAP
 def test_a_zero_length_path_member_of_sh_or_judges_a_target_node_absent_from_the_data() -> None:
     """The bug: ``[ sh:path [ sh:zeroOrMorePath ex:r ] ; sh:class ex:A ]`` has the value node ex:out
     for the focus node ex:out (zero steps), which is no ex:A, so the member fails and so does the
