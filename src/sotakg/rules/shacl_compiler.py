@@ -1573,7 +1573,8 @@ class _Evaluator:
         if kind in ("minCount", "maxCount"):
             n = args["n"]
             shared = _SHARED_OBJECT_PATH.fullmatch(shape.path or "")
-            at_most_one = kind == "maxCount" and isinstance(n, int) and n >= 1
+            # over a large focus only: a focused validation's few nodes are cheaper to walk than p's objects
+            at_most_one = kind == "maxCount" and isinstance(n, int) and n >= 1 and focus.large
             if at_most_one and shared is not None and not self._some_object_shared(shared[1]):
                 # ``p/^p`` (the nodes that share an object of p): each node reaches only itself when no
                 # object of p has two subjects, so none reaches more than one. A GROUP BY of the
