@@ -376,6 +376,8 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
         engines_help = cli_help(runner, "validate")
         found = re.search(r"--engine\s+\[([a-z|_-]+)\]", engines_help)
         for engine in found.group(1).split("|") if found else [None]:
+            if engine == "pyshacl" and not pyshacl:
+                continue  # --no-pyshacl: pySHACL alone takes minutes at scale
             label = f"sotakg validate --engine {engine}" if engine else "sotakg validate"
             extra = ["--engine", engine] if engine else []
             m(
