@@ -339,22 +339,27 @@ def check_query(
         if (found := re.fullmatch(r"<(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//([^/?#>]*)>", iri))
     }
     seen: list[Token] = []
-    # For each open bracket: whether it is a level the engine reads again (a REGEX/SUBSTR/REPLACE call's
-    # "(", a bracket holding IN), and the highest level closed inside it.
-    rereads: list[list[int]] = [[0, 0]]
+    # For each open bracket: its own level (1 for a re-read call's "("), the highest level inside it, and
+    # the highest since its last separator (what an IN's left operand holds).
+    rereads: list[list[int]] = [[0, 0, 0]]
     for token in tokens(text):
         too_deep = False
         previous = seen[-1] if seen else None
         seen.append(token)
+        reached = None
         if token.kind == "word" and token.text.upper() == "IN":
-            rereads[-1][0] = 1
+            reached = 1 + rereads[-1][2]
         elif token.kind == "punct" and token.text in _OPENERS:
             call = previous is not None and previous.kind == "word" and previous.text.upper() in _REREAD_CALLS
-            rereads.append([1 if call and token.text == "(" else 0, 0])
+            rereads.append([1 if call and token.text == "(" else 0, 0, 0])
         elif token.kind == "punct" and token.text in _CLOSERS and len(rereads) > 1:
-            costly, inner = rereads.pop()
-            too_deep = costly + inner > limits.max_reread_nesting
-            rereads[-1][1] = max(rereads[-1][1], costly + inner)
+            own, inner, _ = rereads.pop()
+            reached = own + inner
+        elif token.kind == "punct" and token.text[0] in ",&|":
+            rereads[-1][2] = 0
+        if reached is not None:
+            too_deep = reached > limits.max_reread_nesting
+            rereads[-1][1], rereads[-1][2] = max(rereads[-1][1], reached), max(rereads[-1][2], reached)
         count += 1
         kind = token.kind
         if kind in _TERM_KINDS:

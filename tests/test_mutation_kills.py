@@ -311,3 +311,13 @@ def test_the_fast_reader_reads_these_as_the_full_reader_does(text):
 )
 def test_the_fast_reader_leaves_what_it_cannot_read_exactly_to_the_full_reader(text):
     assert parse_canonical(text) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("²", 10 * 1024 * 1024), ("x1", 10 * 1024 * 1024), ("0", 0), ("9" * 25, int("9" * 25))]
+)
+def test_the_file_cap_from_the_environment_is_read_or_defaulted_never_a_traceback(monkeypatch, value, expected):
+    """The bug: ``"²".isdigit()`` is true, and ``int("²")`` raised on every read. The rule: a value
+    that is not ASCII digits is the default; digits are taken as they are, however many."""
+    monkeypatch.setenv("SOTAKG_MAX_FILE_BYTES", value)
+    assert sources_module.max_file_bytes() == expected

@@ -541,3 +541,23 @@ def test_a_data_folder_in_a_submodule_has_no_revisions_to_compare(tmp_path: Path
         "data folder data is in a submodule, a repository of its own that the checkout names, so its revisions "
         "are not the checkout's; compare two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
     )
+
+
+def test_a_huge_revision_cap_is_honoured_not_replaced_by_the_default(monkeypatch):
+    """The bug: ``max_revision_bytes`` takes a value of more than 18 digits for the default 1 GiB:
+    SOTAKG_MAX_REVISION_BYTES=9999999999999999999 (someone lifting the cap, as the refusal tells
+    them to) silently gives a *lower* cap (observed 1073741824), and the refusal then tells them to
+    raise the variable they already raised. (SOTAKG_MAX_FILE_BYTES takes any number of digits.)
+    The rule: a cap the user sets is honoured (or refused with a message), never silently lowered."""
+    monkeypatch.setenv("SOTAKG_MAX_REVISION_BYTES", "9" * 19)
+    assert revisions.max_revision_bytes() >= 10**18
+
+
+def test_a_non_ascii_digit_revision_cap_is_no_traceback(monkeypatch):
+    """The bug: ``value.isdigit()`` is true for "²" (and other non-decimal digits) but ``int("²")``
+    raises ValueError: SOTAKG_MAX_REVISION_BYTES=² makes every revision read (sotakg diff BASE) end
+    in ValueError: invalid literal for int() with base 10: '²'.
+    The rule: a value that is not a number falls back to the default (as other garbage does), or is a
+    usage error naming the variable; never a ValueError."""
+    monkeypatch.setenv("SOTAKG_MAX_REVISION_BYTES", "²")
+    assert revisions.max_revision_bytes() == revisions.DEFAULT_MAX_REVISION_BYTES

@@ -46,9 +46,10 @@ MAX_QUERY_CHARS = 512 * 1024
 MAX_TERMS = 6000
 #: Most UNION arms in one query.
 MAX_UNIONS = 1000
-#: Most levels of REGEX, SUBSTR, REPLACE (a form with an optional last argument) and IN nested in one
-#: another: the engine's parser reads such a call's arguments again for the shorter form, which doubles
-#: its work at each level (20 levels of REGEX: 2 s; 40: 2^40 steps); 10 levels cost it a few ms.
+#: Most levels of REGEX, SUBSTR, REPLACE, GROUP_CONCAT (a form with an optional last argument) and IN
+#: (in its left operand) nested in one another: the engine's parser reads such a call's arguments again
+#: for the shorter form, which doubles its work at each level (20 levels of REGEX: 2 s; 40: 2^40
+#: steps); 10 levels cost it a few ms.
 MAX_REREAD_NESTING = 10
 #: Stack of the engine's threads, here (the query worker's) and in the Oxigraph server behind ``sotakg
 #: serve`` (RUST_MIN_STACK): at the default 2 MiB a basic graph pattern of 10,000 triple patterns or
@@ -595,9 +596,7 @@ def check_query(
     short texts are cached."""
     limits = limits or QueryLimits(max_depth=max_depth)
     if len(text) <= _CACHED_CHARS:
-        form, refusal = _cached_verdict(
-            text, limits.max_depth, limits.max_chars, limits.max_terms, limits.max_unions, predeclared
-        )
+        form, refusal = _cached_verdict(text, limits, predeclared)
     else:
         form, refusal = _verdict(text, limits, predeclared)
     if refusal is not None:
@@ -607,9 +606,10 @@ def check_query(
 
 @functools.lru_cache(maxsize=_CACHED_CHECKS)
 def _cached_verdict(
-    text: str, depth: int, chars: int, terms: int, unions: int, predeclared: bool
+    text: str, limits: QueryLimits, predeclared: bool
 ) -> tuple[str | None, QueryRefused | QuerySyntaxError | None]:
-    return _verdict(text, QueryLimits(depth, chars, terms, unions), predeclared)
+    # keyed by the whole (frozen) QueryLimits: a limit added later can never be dropped from the key
+    return _verdict(text, limits, predeclared)
 
 
 def _verdict(
@@ -851,44 +851,53 @@ def _first_word(text: str, kinds: bytes, starts: list[int], ends: list[int], wan
 
 #: The calls whose arguments the engine's parser reads twice (a form with, then one without, the
 #: optional last argument), and the operator whose left operand it reads twice.
-_REREAD_CALLS = frozenset({"REGEX", "SUBSTR", "REPLACE"})
+_REREAD_CALLS = frozenset({"REGEX", "SUBSTR", "REPLACE", "GROUP_CONCAT"})
 _REREAD_OPERATOR = "IN"
 _BRACKET_EVENTS = re.compile(_byte_class({_LPAREN, _RPAREN, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET}))
+_SEPARATOR_EVENTS = re.compile(_byte_class({_PLAIN_PUNCT}))
+_CLOSER_CODES = frozenset({_RPAREN, _RBRACE, _RBRACKET})
 
 
 def _first_deep_reread(text: str, kinds: bytes, starts: list[int], ends: list[int], limit: int) -> int:
-    """The index of the first bracket that closes more than ``limit`` levels of re-read constructs
-    deep, or -1: a ``(`` of a REGEX/SUBSTR/REPLACE call is one level, and so is the bracket in which
-    an IN (or NOT IN) stands, whose left operand the engine reads again. A bracket's level is its
-    own (0 or 1) and the highest of the brackets inside it; linear in the tokens."""
-    words = [i for i in compress(range(len(kinds)), kinds.translate(_PLAIN_WORD_SELECTOR))]
-    costly_calls: set[int] = set()
-    operators: list[int] = []
-    for index in words:
+    """The index of the first token that reaches more than ``limit`` levels of re-read constructs, or
+    -1: a REGEX/SUBSTR/REPLACE/GROUP_CONCAT call's ``(`` is one level above what its brackets hold,
+    and an IN (or NOT IN) one level above its left operand, what stands before it since the last
+    ``,``, ``&&`` or ``||`` of its bracket (measured: ``((x IN (1, 2)) IN (1, 2))`` doubles the
+    parse, ``((x IN (1, 2)) && y IN (1, 2))`` does not). Linear in the tokens."""
+    calls: set[int] = set()
+    events: list[int] = []  # IN words, separators, brackets: in token order
+    for index in compress(range(len(kinds)), kinds.translate(_PLAIN_WORD_SELECTOR)):
         word = text[starts[index] : ends[index]].upper()
         if word in _REREAD_CALLS and index + 1 < len(kinds) and kinds[index + 1] == _LPAREN:
-            costly_calls.add(index + 1)
+            calls.add(index + 1)
         elif word == _REREAD_OPERATOR:
-            operators.append(index)
-    if len(costly_calls) + len(operators) <= limit:
+            events.append(index)
+    if len(calls) + len(events) <= limit:
         return -1
-    # Each open bracket: [costly, the highest level of the brackets closed inside it].
-    stack: list[list[int]] = [[0, 0]]
-    operator_at = iter(operators + [len(kinds)])
-    next_operator = next(operator_at)
-    for event in _BRACKET_EVENTS.finditer(kinds):
-        index = event.start()
-        while next_operator < index:
-            stack[-1][0] = 1
-            next_operator = next(operator_at)
-        if kinds[index] in _OPENER_CODES:
-            stack.append([1 if index in costly_calls else 0, 0])
-        elif len(stack) > 1:
-            costly, inner = stack.pop()
-            level = costly + inner
-            if level > limit:
-                return index
-            stack[-1][1] = max(stack[-1][1], level)
+    operators = set(events)
+    events += (m.start() for m in _BRACKET_EVENTS.finditer(kinds))
+    events += (m.start() for m in _SEPARATOR_EVENTS.finditer(kinds) if text[starts[m.start()]] in ",&|")
+    # Each open bracket: [its own level (1 for a call's "("), the highest level inside it, the highest
+    # since the last separator (an IN's left operand)].
+    stack: list[list[int]] = [[0, 0, 0]]
+    for index in sorted(events):
+        frame = stack[-1]
+        if index in operators:
+            level = 1 + frame[2]
+        elif kinds[index] in _OPENER_CODES:
+            stack.append([1 if index in calls else 0, 0, 0])
+            continue
+        elif kinds[index] in _CLOSER_CODES:
+            if len(stack) == 1:
+                continue
+            own, inner, _ = stack.pop()
+            frame, level = stack[-1], own + inner
+        else:  # a separator: what follows is no longer an IN's left operand
+            frame[2] = 0
+            continue
+        if level > limit:
+            return index
+        frame[1], frame[2] = max(frame[1], level), max(frame[2], level)
     return -1
 
 

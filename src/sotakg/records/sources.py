@@ -34,8 +34,10 @@ def display_path(path: Path | str) -> str:
 
 def max_file_bytes() -> int:
     """The size cap of a record file (``SOTAKG_MAX_FILE_BYTES``, default 10 MB)."""
-    value = os.environ.get("SOTAKG_MAX_FILE_BYTES")
-    return int(value) if value and value.isdigit() else DEFAULT_MAX_FILE_BYTES
+    value = os.environ.get("SOTAKG_MAX_FILE_BYTES", "")
+    if not (value.isascii() and value.isdigit()):  # "²" is a digit to str.isdigit, not to int()
+        return DEFAULT_MAX_FILE_BYTES
+    return int(value[-40:]) if len(value.lstrip("0")) <= 40 else 10**40
 
 
 class SourceFile(NamedTuple):
