@@ -863,7 +863,7 @@ def _first_deep_reread(text: str, kinds: bytes, starts: list[int], ends: list[in
     -1: a REGEX/SUBSTR/REPLACE/GROUP_CONCAT call's ``(`` is one level above what its brackets hold,
     and an IN (or NOT IN) one level above its left operand, what stands before it since the last
     ``,``, ``&&`` or ``||`` of its bracket (measured: ``((x IN (1, 2)) IN (1, 2))`` doubles the
-    parse, ``((x IN (1, 2)) && y IN (1, 2))`` does not). Linear in the tokens."""
+    parse, ``((x IN (1, 2)) && y IN (1, 2))`` does not). One pass over these tokens, in order."""
     calls: set[int] = set()
     events: list[int] = []  # IN words, separators, brackets: in token order
     for index in compress(range(len(kinds)), kinds.translate(_PLAIN_WORD_SELECTOR)):
@@ -904,7 +904,7 @@ def _first_deep_reread(text: str, kinds: bytes, starts: list[int], ends: list[in
 def _deep_reread_refusal(text: str, offset: int, limit: int) -> QueryRefused:
     line, column = position(text, offset)
     return QueryRefused(
-        f"the query nests REGEX, SUBSTR, REPLACE and IN more than {limit} levels deep (line {line}, column "
+        f"the query nests {', '.join(sorted(_REREAD_CALLS))} and IN more than {limit} levels deep (line {line}, column "
         f"{column}); the engine's parser takes twice as long at each level. Compute the inner values in "
         f"BINDs of their own"
     )

@@ -55,11 +55,15 @@ BYLINE_RE = re.compile(
 #: What separates two bylines: ``; `` (with the ``and`` of a serial list: ``…; and Kim (2022), LIT-903``)
 #: or the ``. `` that ends a sentence; a sentence may open with a linking phrase (``Later, ``,
 #: ``In 2021, ``), which is no author's name.
+_LINKING_WORDS = (
+    "Later Earlier Independently Similarly Likewise Conversely Subsequently Recently Previously Meanwhile "
+    "Moreover Furthermore Additionally Notably Instead Alternatively Accordingly Consequently Elsewhere "
+    "Finally Lastly Again Separately Concurrently Then Next Also"
+).split()
 BYLINE_SEPARATOR_RE = re.compile(
-    r"(?:\.?;\s+(?:and\s+)?|\.\s+)(?:(?:Later|Earlier|Independently|Similarly|Likewise|Conversely|Subsequently|"
-    r"Recently|Previously|Meanwhile|Moreover|Furthermore|Additionally|Notably|Instead|Alternatively|"
-    r"Accordingly|Consequently|Elsewhere|Finally|Lastly|Again|Separately|Concurrently|Then|Next|Also|"
-    r"In contrast|By contrast|In turn|(?:In|By|Since|As of|Until) [0-9]{4}),\s+)?",
+    r"(?:\.?;\s+(?:and\s+)?|\.\s+)(?:(?:"
+    + "|".join(_LINKING_WORDS)
+    + r"|In contrast|By contrast|In turn|(?:In|By|Since|As of|Until) [0-9]{4}),\s+)?",
     re.ASCII,
 )
 #: What a summary may open with for its papers to be cited, when it is no byline the import reads:
@@ -644,6 +648,8 @@ _HYPHENED_PARTICLE_RE = re.compile(r"[a-z]{1,4}-(?P<name>.+)", re.S)
 #: A name after an elided particle: ``d'Ascoli``, ``d’Ascoli`` (U+2019), ``l'Hôpital``, ``dell'Oro``.
 _ELIDED_PARTICLE_RE = re.compile(r"(?:d|l|dell|dall)['’](?P<name>.+)", re.S)
 _ET_AL_RE = re.compile(r"\bet al\b", re.ASCII)
+#: An "et al." with more after it: another group of authors begins.
+_ET_AL_THEN_MORE_RE = re.compile(r"\bet al\b\.?+\s*+\S", re.ASCII)
 
 
 _REFERENCE_RE = re.compile(r"&(?:#([0-9]{1,7})|#[xX]([0-9A-Fa-f]{1,6})|([A-Za-z][A-Za-z0-9]{0,31}));")
@@ -680,10 +686,8 @@ _PROSE_OPENERS = frozenset(
     """not unlike see contra cf also unpublished retracted disputed refuted contrary despite following
     against although though however whereas because unless until if when whether without from according
     extending extends building refuting confirming replicating reproducing cited citing quoting the this
-    that these those our their we they it its both either neither compare contrast e.g. i.e. later earlier
-    independently similarly likewise conversely subsequently recently previously meanwhile moreover
-    furthermore additionally notably instead alternatively accordingly consequently elsewhere""".split()
-)
+    that these those our their we they it its both either neither compare contrast e.g. i.e.""".split()
+) | {word.lower() for word in _LINKING_WORDS}
 
 
 def _names_only(authors: str) -> bool:
@@ -707,7 +711,7 @@ def _several_author_groups(authors: str) -> bool:
     ``Zhao et al., Lee et al.`` (an "et al." ends a group; another name after one, or a second one,
     starts the next). ``Douillard et al.`` and ``Smith and Jones`` are one group."""
     et_als = _ET_AL_RE.findall(authors)
-    return len(et_als) > 1 or (len(et_als) == 1 and re.search(r"\bet al\b\.?+\s*+\S", authors) is not None)
+    return len(et_als) > 1 or (len(et_als) == 1 and _ET_AL_THEN_MORE_RE.search(authors) is not None)
 
 
 def _opening_citation(summary: str) -> re.Match[str] | None:

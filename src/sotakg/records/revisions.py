@@ -30,6 +30,7 @@ from .sources import (
     NOT_UTF8,
     REGISTRY_FILE,
     SourceFile,
+    bytes_from_environment,
     display_path,
     escaped_name,
     max_file_bytes,
@@ -218,10 +219,7 @@ def max_revision_bytes() -> int:
     """The cap on the record files of one revision together (``SOTAKG_MAX_REVISION_BYTES``, default
     1 GiB): git stores one blob once however many names a tree gives it, so a few kilobytes of
     repository can name gigabytes of files that no checkout ever held."""
-    value = os.environ.get("SOTAKG_MAX_REVISION_BYTES", "")
-    if not (value.isascii() and value.isdigit()):
-        return DEFAULT_MAX_REVISION_BYTES
-    return int(value[-40:]) if len(value.lstrip("0")) <= 40 else 10**40  # any cap asked for, far past any repository
+    return bytes_from_environment("SOTAKG_MAX_REVISION_BYTES", DEFAULT_MAX_REVISION_BYTES)
 
 
 class RevisionContents(Mapping[str, bytes]):

@@ -32,12 +32,20 @@ def display_path(path: Path | str) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
+def bytes_from_environment(name: str, default: int) -> int:
+    """A size in bytes from the environment variable ``name``: its ASCII digits, however many (past
+    40 digits, 10**40: far past any file), or ``default`` when it is unset or anything else ("²" is
+    a digit to str.isdigit, not to int())."""
+    value = os.environ.get(name, "")
+    if not (value.isascii() and value.isdigit()):
+        return default
+    digits = value.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 40 else 10**40
+
+
 def max_file_bytes() -> int:
     """The size cap of a record file (``SOTAKG_MAX_FILE_BYTES``, default 10 MB)."""
-    value = os.environ.get("SOTAKG_MAX_FILE_BYTES", "")
-    if not (value.isascii() and value.isdigit()):  # "²" is a digit to str.isdigit, not to int()
-        return DEFAULT_MAX_FILE_BYTES
-    return int(value[-40:]) if len(value.lstrip("0")) <= 40 else 10**40
+    return bytes_from_environment("SOTAKG_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES)
 
 
 class SourceFile(NamedTuple):
@@ -342,6 +350,7 @@ class SourceTooLarge(OSError):
 __all__ = [
     "NotARegularFile",
     "SourceTooLarge",
+    "bytes_from_environment",
     "read_bounded",
     "read_many",
     "too_large",

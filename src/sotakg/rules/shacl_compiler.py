@@ -1439,9 +1439,9 @@ class _Evaluator:
             return _NodeSet(frozenset())
         if shape.path is None and shape.constraints and all(c.kind in _COMPOSED_KINDS for c in shape.constraints):
             return _union([self.constraint_failing(shape, c, focus) for c in shape.constraints])
-        if shape.path is not None and len(shape.constraints) == 1 and shape.constraints[0].kind == "hasValue":
-            wanted = shape.constraints[0].args["value"]
-            query = f"SELECT DISTINCT ?this WHERE {{ {focus.subquery()} ?this {shape.path} {wanted} }}"
+        has = _has_value_pattern(shape)
+        if has is not None:
+            query = f"SELECT DISTINCT ?this WHERE {{ {focus.subquery()} {has} }}"
             return _NodeSet(frozenset(row["this"] for row in self.select(query)), complement=True)
         return _NodeSet(self.failing(shape, focus))
 

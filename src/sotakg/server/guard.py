@@ -85,8 +85,6 @@ CHUNK = 1 << 16
 #: A Host header that can stand in a URL as it is: a name or IPv4 address, or a bracketed IPv6 one, and a port.
 #: A request target in absolute form (RFC 9112 §3.2.2), and what follows its authority.
 _PLAIN_AUTHORITY = re.compile(r"(?:[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?")
-#: A target that starts with a scheme: absolute form, or nothing the guard reads.
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _ABSOLUTE_FORM = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://(?:" + _PLAIN_AUTHORITY.pattern + r")(?P<rest>[/?].*)?", re.S)
 #: How much of a refused body is read and dropped, and for how long, before the connection closes.
 DRAIN_BYTES = 64 * 1024 * 1024
@@ -474,9 +472,9 @@ class GuardHandler(http.server.BaseHTTPRequestHandler):
             # description's sd:endpoint, the base of relative IRIs). It gets the path; the guard's
             # own address is named as for any request (``_own_authority``).
             self.path = "/" + (absolute["rest"] or "").lstrip("/")
-        elif _SCHEME.match(self.path) or not self.path.startswith("/"):
-            # Only a path (origin form) goes on: the engine's HTTP layer aborts the whole process on a
-            # target in authority form ("GET query", "GET [::1]:80") or on one it cannot split.
+        elif not self.path.startswith("/"):
+            # Only a path (origin form) goes on: another scheme's URL, a target in authority form ("GET
+            # query", "GET [::1]:80") or one it cannot split aborts the engine's whole HTTP layer.
             self.send_error(400, "Bad request target", "send the target as a path, or as http://host/path")
             return False
         if self.path.startswith("//"):  # as the base class does: "//host/x" would read as another host
