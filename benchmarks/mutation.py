@@ -14,7 +14,8 @@ pytest options); this runner narrows it to the module asked for and to ``TESTS[m
 mutant of that module (no result is taken from an earlier run; ``--survivors`` reruns only the ones the
 last run left alive, against the tests as they are now, and keeps the other verdicts: the quick check
 of new tests written to kill them; ``--leave-out TEST_FILE`` runs without one slow test file of the
-area, a stricter and quicker run), reads the verdicts from mutmut's
+area, a stricter and quicker run; ``--sample N`` runs N of the module's mutants drawn at random, for a
+module too large to run in full on these cores: its kill rate is then an estimate), reads the verdicts from mutmut's
 ``mutants/<module>.meta`` and prints a Markdown table — mutants, killed, survived, timeout,
 suspicious, no tests, kill rate — and the surviving mutants; their changes are kept in
 ``mutants/<module>.survivors.md`` (``--diff`` prints them), since the next module's run replaces
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -100,6 +102,7 @@ TESTS = {
         "tests/test_shacl_compiler.py",
         "tests/test_w3c_shacl.py",
         "tests/test_validate.py",
+        "tests/test_logical_differential.py",
     ],
     "src/sotakg/rules/incremental.py": [
         "tests/test_incremental.py",
@@ -139,10 +142,18 @@ def mutant_glob(module: str) -> str:
     return module.removeprefix("src/").removesuffix(".py").replace("/", ".") + ".*"
 
 
-def run(module: str, max_children: int, survivors_only: bool = False, leave_out: Sequence[str] = ()) -> None:
+def run(
+    module: str,
+    max_children: int,
+    survivors_only: bool = False,
+    leave_out: Sequence[str] = (),
+    sample: int | None = None,
+    seed: int = 0,
+) -> None:
     """``mutmut run`` on every mutant of ``module`` with the tests of its area (but ``leave_out``);
     with ``survivors_only``, on those the last run left alive (with the tests as they are now),
-    keeping the other verdicts."""
+    keeping the other verdicts; with ``sample``, on that many of its mutants drawn at random
+    (``seed``), the others left "not checked"."""
     tests = TESTS.get(module, []) + ([KILLS] if (REPO / KILLS).exists() else [])
     tests = [test for test in tests if test not in leave_out]
     tests += [arg for test in CHILD_PROCESS_TESTS for arg in ("--deselect", test)]
@@ -158,6 +169,13 @@ def run(module: str, max_children: int, survivors_only: bool = False, leave_out:
         # mutmut takes a copy newer than its source for mutated already: a copy left unmutated by the
         # run of another module would be taken for this module's mutants. Removed, it is mutated afresh.
         (REPO / "mutants" / module).unlink(missing_ok=True)
+        if sample is not None:
+            # A name no mutant has: mutmut makes the mutants and maps the tests, and runs none; then
+            # the sample is drawn from the names it made.
+            payload = json.dumps([module, tests, [mutant_glob(module) + "__sampled_later__"], max_children])
+            subprocess.run([sys.executable, "-c", _RUN, payload], cwd=REPO, check=False)
+            made = sorted(exit_codes(module))
+            names = random.Random(seed).sample(made, min(sample, len(made)))
     payload = json.dumps([module, tests, names, max_children])
     subprocess.run([sys.executable, "-c", _RUN, payload], cwd=REPO, check=False)
     if kept:
@@ -220,6 +238,13 @@ def main() -> None:
         action="store_true",
         help="run again only the mutants the last run left alive (after new tests), keeping the other verdicts",
     )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="run only N of the module's mutants, drawn at random (a module too large to run in full)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the seed of --sample's draw (default 0)")
     parser.add_argument("--diff", action="store_true", help="show each survivor's change")
     parser.add_argument(
         "--leave-out",
@@ -231,7 +256,14 @@ def main() -> None:
     args = parser.parse_args()
     for module in args.module or list(TESTS):
         if not args.no_run:
-            run(module, args.max_children, survivors_only=args.survivors, leave_out=args.leave_out)
+            run(
+                module,
+                args.max_children,
+                survivors_only=args.survivors,
+                leave_out=args.leave_out,
+                sample=args.sample,
+                seed=args.seed,
+            )
         found = verdicts(module)
         if not found:
             print(f"### `{module}`\n\nNot run (no results in mutants/).\n")

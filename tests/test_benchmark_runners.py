@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from fnmatch import fnmatch
 
 import pytest
 
@@ -32,7 +33,8 @@ def mutmut_calls(monkeypatch, tmp_path):
     def fake_mutmut(argv, **_):  # runs what it is given, and forgets the rest, as mutmut does
         asked = json.loads(argv[-1])
         calls.append(asked)
-        run = {name: (1 if name == "m.b" else 0) for name in asked[2]}
+        made = ("m.a", "m.b", "m.c", "m.d")
+        run = {name: (1 if name == "m.b" else 0) for name in made if any(fnmatch(name, p) for p in asked[2])}
         meta.write_text(json.dumps({"exit_code_by_key": {"m.a": None, "m.b": None, "m.c": None, "m.d": None, **run}}))
 
     monkeypatch.setattr(mutation.subprocess, "run", fake_mutmut)
@@ -53,6 +55,21 @@ def test_a_survivors_run_names_only_the_mutants_left_alive_and_keeps_the_copy(mu
     assert [call[2] for call in calls] == [["m.b", "m.c"]]
     assert (mutation.REPO / "mutants" / module).exists()
     assert mutation.verdicts(module) == {"m.a": "killed", "m.b": "killed", "m.c": "survived", "m.d": "timeout"}
+
+
+def test_a_sampled_run_makes_the_mutants_first_then_runs_only_the_drawn_ones(mutmut_calls):
+    module, calls = mutmut_calls
+    mutation.run(module, 1, sample=2, seed=3)
+    first, second = calls
+    assert first[2] == ["sotakg.records.sources.*__sampled_later__"]  # matches no mutant: makes them, runs none
+    assert len(second[2]) == 2 and len(set(second[2])) == 2
+    assert set(second[2]) <= {"m.a", "m.b", "m.c", "m.d"}
+    calls.clear()
+    mutation.run(module, 1, sample=2, seed=3)
+    assert calls[1][2] == second[2]  # the same seed draws the same mutants
+    calls.clear()
+    mutation.run(module, 1, sample=10, seed=3)
+    assert sorted(calls[1][2]) == ["m.a", "m.b", "m.c", "m.d"]  # a sample larger than the module: all of it
 
 
 def test_timed_processes_run_this_checkout_from_bytecode(monkeypatch, tmp_path):
