@@ -178,6 +178,32 @@ def test_remembered_stats_keep_the_racy_files_for_the_next_scan(layout):
     assert (manifest["stat_digest"], manifest["racy"], manifest["fingerprint"]) == ("digest", racy, "f")
 
 
+def test_remembered_stats_write_only_the_rows_of_the_files_read_again(data_copy, tmp_path, monkeypatch):
+    """The bug: a file touched but not changed made the build write every file's row of the source
+    table again (126,000 rows, over a second at scale 100, for one `touch`). The rule: only the rows
+    of the files whose stat changed are written; every row then holds the file's stat as it is."""
+    monkeypatch.setattr(store, "RACY_NS", 1)  # no file is racy: none is read again unasked
+    target = tmp_path / "store"
+    build(data_copy, target)
+    touched = data_copy / "practices" / "SOTA-049.yaml"
+    os.utime(touched, ns=(2_000_000_000, 2_000_000_000))
+    written: list[tuple] = []
+    put_files = SourceTable.put_files
+    monkeypatch.setattr(SourceTable, "put_files", lambda table, rows: put_files(table, written.extend(rows) or written))
+    assert not build(data_copy, target).rebuilt
+    assert [row[0] for row in written] == ["practices/SOTA-049.yaml"]
+    generation = StoreLayout(target).current_generation()
+    assert generation is not None
+    table = SourceTable.open(generation)
+    assert table is not None
+    try:
+        recorded, hashes = table.file_stats_and_hashes()
+    finally:
+        table.close()
+    assert recorded == {(rel, *stat) for rel, stat in scan_stats(data_copy).items()}
+    assert hashes["practices/SOTA-049.yaml"] == hashlib.sha256(touched.read_bytes()).hexdigest()
+
+
 def test_an_entry_never_read_is_never_racy(layout):
     scan = 10 * RACY_NS
     recent = (0, scan, 1, scan)
