@@ -6,11 +6,14 @@ Every file, link and victim these tests make lies under pytest's tmp_path.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import posixpath
 import shutil
 import signal
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -234,4 +237,114 @@ def test_a_revision_naming_one_blob_many_times_cannot_make_sotakg_use_memory_wit
     assert peak - baseline < 60 * size_kib, (
         f"a revision naming one {size_kib} KiB blob 300 times made `sotakg {' '.join(command)}` use "
         f"{peak - baseline} KiB more than one naming it once"
+    )
+
+
+def test_a_sarif_location_names_the_file_the_finding_is_about(runner, workdir):
+    """The bug: ``render_sarif`` (``rules/report.py:_artifact_location``) writes a relative file's
+    path into ``artifactLocation.uri`` as it is, without percent-encoding it (an absolute one goes
+    through ``Path.as_uri``, which does encode). SARIF 2.1.0 says the ``uri`` is a URI reference, and
+    every consumer (GitHub code scanning, the SARIF viewers) decodes it as one. A checkout commits a
+    record file named ``%2e%2e%2f%2e%2e%2fREADME.md#x.yaml``: its finding ("must be named after its
+    id") is written with that name as the uri, which decodes to the path ``data/practices/../../
+    README.md`` (the ``#x.yaml`` a fragment), so the alert of the pull request's file lands on the
+    repository's README.md, or any file the checkout chooses, and not on the file it is about.
+
+    The rule: a finding names its file, line and record; in SARIF the uri is the file's path
+    percent-encoded (``%`` as ``%25``, ``#`` as ``%23``, a blank as ``%20``, ...), so that decoded it
+    is exactly the file the finding is about."""
+    name = "%2e%2e%2f%2e%2e%2fREADME.md#x.yaml"
+    (workdir / "data" / "practices" / name).write_text("id: SOTA-900\n", encoding="utf-8")
+    result = runner.invoke(cli, ["validate", "--format", "sarif"])
+    assert result.exit_code == 1, result.output[-2000:]
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    log = json.loads(result.stdout)
+    uris = [
+        location["physicalLocation"]["artifactLocation"]["uri"]
+        for finding in log["runs"][0]["results"]
+        for location in finding.get("locations", [])
+        if "physicalLocation" in location
+    ]
+    about = [uri for uri in uris if "README" in uri]
+    assert about, uris  # the file has its finding ...
+    for uri in about:
+        parts = urllib.parse.urlsplit(uri)
+        named = posixpath.normpath(urllib.parse.unquote(parts.path))
+        # ... and its location, read as the URI it is, names that file, not another one
+        assert (named, parts.fragment, parts.query) == (f"data/practices/{name}", "", ""), uri
+
+
+def _repository_whose_commit_names_one_blob_under_a_tree_bomb(folder: Path, levels: int) -> Path:
+    """A repository holding the shipped data, whose branch ``bomb`` adds ``data/bomb``: a tree of
+    ``levels`` levels, each naming the level below twice (``a`` and ``b``), over one empty
+    ``x.yaml``. git stores ``levels + 1`` small trees and one blob (a few kilobytes), and the tree
+    names 2**levels files. The checkout (HEAD) holds only the shipped data."""
+    shutil.copytree(SHIPPED_DATA, folder / "data")
+    _git(folder, "init", "-q", ".")
+    _git(folder, "add", "data")
+    _git(folder, "commit", "-q", "-m", "base")
+    blob = _git(folder, "hash-object", "-w", "--stdin", stdin=b"")
+    tree = _git(folder, "mktree", stdin=f"100644 blob {blob}\tx.yaml\n".encode())
+    for _ in range(levels):
+        tree = _git(folder, "mktree", stdin=f"040000 tree {tree}\ta\n040000 tree {tree}\tb\n".encode())
+    listing = _git(folder, "ls-tree", "HEAD:data") + f"\n040000 tree {tree}\tbomb\n"
+    data = _git(folder, "mktree", stdin=listing.encode())
+    top = _git(folder, "mktree", stdin=f"040000 tree {data}\tdata\n".encode())
+    commit = _git(folder, "commit-tree", top, "-p", "HEAD", "-m", "a tree naming one blob many times")
+    _git(folder, "update-ref", "refs/heads/bomb", commit)
+    return folder
+
+
+def test_a_revision_whose_tree_names_a_subtree_many_times_cannot_make_diff_use_memory_without_bound(tmp_path):
+    """The bug: ``read_tree_files`` (``records/revisions.py``) runs ``git ls-tree -r -z -l`` with
+    ``capture_output``, keeps the whole listing, splits it into one entry a file, and keeps a
+    ``wanted`` tuple and then a SourceFile and a Problem per record-like name, however many there
+    are. The cap on one revision (``SOTAKG_MAX_REVISION_BYTES``) counts bytes of blobs, so it never
+    sees empty files, and the depth limit that guards the data folder on disk (32 levels) is not
+    applied to a revision. In git one tree may name another any number of times: 16 trees of two
+    entries each over one empty ``x.yaml`` (a few kilobytes in the repository) name 65,536 files,
+    and ``sotakg diff bomb HEAD`` peaks about 100 MB above the same diff over a tree naming it twice
+    (measured: ~150 MB against ~42 MB) and prints 65,536 lines; every level added doubles both, so
+    26 levels (still a few kilobytes in git) need ~100 GB. The checkout holds none of those files:
+    only the commit ``bomb`` names them.
+
+    The rule: reading a revision costs memory of the order of what git holds of it; the number of
+    entries a revision may name is bounded (an entry count cap, or as on disk: folders deeper than 32
+    levels are refused, and the problems listed are bounded and the rest counted), the listing is
+    read as a stream rather than whole, and the run still fails (exit 1) naming the files."""
+    small = _repository_whose_commit_names_one_blob_under_a_tree_bomb(tmp_path / "small", 1)
+    large = _repository_whose_commit_names_one_blob_under_a_tree_bomb(tmp_path / "large", 16)
+    assert not (large / "data" / "bomb").exists()  # the checkout holds none of them
+    baseline = _peak_kib(small, "diff", "bomb", "HEAD")
+    peak = _peak_kib(large, "diff", "bomb", "HEAD")
+    assert peak - baseline < 40 * 1024, (
+        f"a revision of a few kilobytes naming 65,536 files made `sotakg diff` use {peak - baseline} KiB "
+        f"more than one naming 2"
+    )
+
+
+def test_many_links_to_one_record_folder_cannot_make_the_build_use_memory_without_bound(tmp_path):
+    """The bug: ``scan_sources`` and ``scan_stats`` (``records/sources.py``, ``graph/store.py``) follow
+    a top-level link to any folder inside the data folder, whatever its name, and walk that folder
+    again under the link's name for every such link. A link costs the checkout one tree entry (git
+    stores its target text once, however many links name it), but each one makes the build list,
+    read, hash, parse and report (as "not in a record folder") every file of the folder it leads
+    to: 1,500 links ``data/lN -> practices`` (a 50 kB tree in git) make the build read 63,000 files,
+    peak about 140 MB above the same data with one such link (measured: ~175 MB against ~35 MB) and
+    print 63,000 lines; the cost is the product of the links and the files, so a checkout of a few
+    thousand links over a folder of a thousand records (both in it anyway) needs gigabytes.
+
+    The rule: a checkout costs memory of the order of its size: each real folder is walked once
+    (a second name for a folder already walked is refused by name, one problem, or a top-level link is
+    followed only when it is a record folder's name, whose files the build then reads once), and the
+    run still fails (exit 1) naming the links."""
+    one, many = tmp_path / "one-link", tmp_path / "many-links"
+    for project, links in ((one, 1), (many, 1500)):
+        shutil.copytree(SHIPPED_DATA, project / "data")
+        for n in range(links):
+            (project / "data" / f"l{n}").symlink_to("practices")
+    baseline = _peak_kib(one, "build")
+    peak = _peak_kib(many, "build")
+    assert peak - baseline < 40 * 1024, (
+        f"1,500 links to one record folder made the build use {peak - baseline} KiB more than one link"
     )

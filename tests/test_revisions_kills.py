@@ -328,6 +328,47 @@ def test_only_yaml_files_outside_hidden_entries_are_read(empty_repo: Path) -> No
     )
 
 
+def test_files_outside_the_record_folders_are_named_up_to_a_limit_never_read_and_the_rest_counted(
+    empty_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule: a revision's record-like file outside the record folders is a problem, as on disk,
+    without its blob being read; past ``LISTED_OUTSIDE_FILES`` of them the rest are counted in one
+    problem (a tree naming one subtree twice at each of 16 levels names 65,536 such files)."""
+    monkeypatch.setattr(revisions, "LISTED_OUTSIDE_FILES", 2)
+    record = blob(empty_repo, AT_THE_LIMIT)
+    entries = [("100644", record, f"extra/n{n}.yaml") for n in range(5)]
+    tree = tree_of(empty_repo, [*entries, ("100644", record, "practices/SOTA-009.yaml")])
+    contents, problems = read_tree_files(empty_repo, tree, "data")
+    assert list(contents) == ["practices/SOTA-009.yaml"]
+    assert problems == [
+        Problem("data/extra/n0.yaml", None, "n0", NOT_A_RECORD_FOLDER),
+        Problem("data/extra/n1.yaml", None, "n1", NOT_A_RECORD_FOLDER),
+        Problem(
+            "data",
+            None,
+            None,
+            "and 3 more files not in a record folder (the first 2 are named above); move them into one of: "
+            "adrs, papers, practices, topics",
+        ),
+    ]
+
+
+def test_a_revision_naming_more_files_than_the_cap_is_refused_and_git_is_stopped(
+    empty_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule: the entries of a revision's data folder are counted as git lists them, and past
+    ``SOTAKG_MAX_REVISION_FILES`` the revision is refused, saying how to raise the cap."""
+    record = blob(empty_repo, AT_THE_LIMIT)
+    tree = tree_of(empty_repo, [("100644", record, f"practices/SOTA-{n:03d}.yaml") for n in range(5)])
+    monkeypatch.setenv("SOTAKG_MAX_REVISION_FILES", "5")
+    assert len(read_tree_files(empty_repo, tree, "data")[0]) == 5
+    monkeypatch.setenv("SOTAKG_MAX_REVISION_FILES", "4")
+    assert refusal(lambda: read_tree_files(empty_repo, tree, "data")) == (
+        f"the data folder of tree {tree} names more than 4 files (git can name one folder any number of "
+        f"times); raise SOTAKG_MAX_REVISION_FILES if the revision is yours"
+    )
+
+
 REFUSED = {
     "a name that is not UTF-8": (  # sorted before SOTA-009
         "100644",
@@ -484,9 +525,11 @@ def test_an_entry_listed_as_a_file_that_holds_a_tree_is_an_error_naming_gits_ans
     empty = git(empty_repo, "hash-object", "-t", "tree", "-w", os.devnull).strip()
     raw = empty_repo.parent / "tree.tmp"
     raw.write_bytes(b"100644 SOTA-009.yaml\0" + bytes.fromhex(empty))  # git's own tools refuse to make it
+    practices = git(empty_repo, "hash-object", "-t", "tree", "--literally", "-w", str(raw)).strip()
+    raw.write_bytes(b"40000 practices\0" + bytes.fromhex(practices))
     tree = git(empty_repo, "hash-object", "-t", "tree", "--literally", "-w", str(raw)).strip()
     assert (
-        refusal(lambda: read_tree_files(empty_repo, tree, "data/practices"))
+        refusal(lambda: read_tree_files(empty_repo, tree, "data"))
         == f"git answered '{empty} tree 0' for object {empty}"
     )
 

@@ -479,7 +479,12 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
                 is_record_name = name.endswith((".yaml", ".yml"))
                 if not is_record_name and entry.is_symlink():
                     listed(base + name, entry.stat(follow_symlinks=False))
-                    if not relative and _is_folder_inside(os.path.join(data_dir, name), real_root):
+                    # Only as a record folder (as scan_sources follows it): each link is one walk.
+                    if (
+                        not relative
+                        and name in FOLDER_KINDS
+                        and _is_folder_inside(os.path.join(data_dir, name), real_root)
+                    ):
                         with contextlib.suppress(OSError):
                             walk(os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=descriptor), name)
                     continue

@@ -18,13 +18,16 @@ memory, never written out, so no name a revision holds (too long, odd bytes) rea
 from __future__ import annotations
 
 import os
+import selectors
 import subprocess
+import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import DataError, Problem, UsageProblem
-from .schema import Anthology, load_anthology
+from .schema import Anthology, load_anthology, outside_record_folder
 from .sources import (
     FOLDER_KINDS,
     NOT_UTF8,
@@ -111,14 +114,18 @@ _GIT_ENVIRONMENT = {
 }
 
 
+def _git_command(repo: Path, *args: str) -> list[str]:
+    options = [arg for name, value in _GIT_OPTIONS for arg in ("-c", f"{name}={value}")]
+    return ["git", *options, "-C", str(repo), *args]
+
+
 def run_git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run git in ``repo`` with a time limit, no prompts, no fetching, no replace refs, no implicit
     bare repository and no filesystem monitor (``_GIT_OPTIONS``)."""
     environment = dict(os.environ, **_GIT_ENVIRONMENT)
-    options = [arg for name, value in _GIT_OPTIONS for arg in ("-c", f"{name}={value}")]
     try:
         return subprocess.run(
-            ["git", *options, "-C", str(repo), *args],
+            _git_command(repo, *args),
             input=stdin,
             capture_output=True,
             timeout=GIT_TIMEOUT,
@@ -215,6 +222,19 @@ REVISION_CHUNK_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_REVISION_BYTES = 1024 * 1024 * 1024
 
 
+#: The default cap on the entries a revision's data folder may name (``SOTAKG_MAX_REVISION_FILES``).
+DEFAULT_MAX_REVISION_FILES = 1_000_000
+#: Files outside the record folders named one by one in a revision's problems; the rest are counted.
+LISTED_OUTSIDE_FILES = 100
+
+
+def max_revision_files() -> int:
+    """The cap on the entries (files and links, at any depth) of one revision's data folder
+    (``SOTAKG_MAX_REVISION_FILES``, default a million): in git a tree may name another any number of
+    times, so a few kilobytes of repository can name billions of files, which no checkout holds."""
+    return bytes_from_environment("SOTAKG_MAX_REVISION_FILES", DEFAULT_MAX_REVISION_FILES)
+
+
 def max_revision_bytes() -> int:
     """The cap on the record files of one revision together (``SOTAKG_MAX_REVISION_BYTES``, default
     1 GiB): git stores one blob once however many names a tree gives it, so a few kilobytes of
@@ -281,21 +301,11 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[RevisionC
     """The YAML files of ``tree`` (a data folder) by path relative to it, read from git's objects
     when asked for (``RevisionContents``), with a problem for each file that is not a regular blob
     within the size limit. RevisionError when the files together are over ``max_revision_bytes``."""
-    listing = run_git(repo, "ls-tree", "-r", "-z", "-l", "--end-of-options", tree)
-    if listing.returncode != 0:
-        said = listing.stderr.decode("utf-8", "replace")
-        if "promisor" in said or "lazy fetch" in said:
-            raise RevisionError(
-                f"the clone lacks objects of tree {tree} (a partial clone), and sotakg fetches nothing; "
-                f"fetch the revision in full first (git fetch --refetch, or a clone without --filter)"
-            )
-        raise RevisionError(f"git cannot list tree {tree}: {said.strip()}")
     limit = max_file_bytes()
     wanted: list[tuple[str, str, int]] = []
     problems: list[Problem] = []
-    for entry in listing.stdout.split(b"\0"):
-        if not entry:
-            continue
+    outside = 0
+    for entry in _tree_entries(repo, tree, max_revision_files()):
         meta, _tab, raw_path = entry.partition(b"\t")
         mode, kind, object_id, size = meta.decode("ascii").split()
         relative = raw_path.decode("utf-8", "surrogateescape")
@@ -321,7 +331,23 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[RevisionC
         if int(size) > limit:
             problems.append(Problem(shown, None, stem, too_large(int(size), limit)))
             continue
+        if _kind_of(PurePosixPath(relative)) is None:  # never read: its problem says where it belongs
+            outside += 1
+            if outside <= LISTED_OUTSIDE_FILES:
+                problems.append(outside_record_folder(shown, relative))
+            continue
         wanted.append((relative, object_id, int(size)))
+    if outside > LISTED_OUTSIDE_FILES:
+        shown_root = shown_prefix or "."
+        problems.append(
+            Problem(
+                shown_root,
+                None,
+                None,
+                f"and {outside - LISTED_OUTSIDE_FILES} more files not in a record folder (the first "
+                f"{LISTED_OUTSIDE_FILES} are named above); move them into one of: {', '.join(sorted(FOLDER_KINDS))}",
+            )
+        )
     total, cap = sum(size for _relative, _oid, size in wanted), max_revision_bytes()
     if total > cap:
         raise RevisionError(
@@ -330,6 +356,62 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[RevisionC
             f"SOTAKG_MAX_REVISION_BYTES if the revision is yours"
         )
     return RevisionContents(repo, tree, wanted), problems
+
+
+def _tree_entries(repo: Path, tree: str, cap: int) -> Iterator[bytes]:
+    """The entries of ``git ls-tree -r -z -l tree``, as git writes them (never the whole listing at
+    once: it can be far larger than the repository). RevisionError past ``cap`` entries, when git
+    fails, or after ``GIT_TIMEOUT``; git is stopped then."""
+    environment = dict(os.environ, **_GIT_ENVIRONMENT)
+    command = _git_command(repo, "ls-tree", "-r", "-z", "-l", "--end-of-options", tree)
+    with tempfile.TemporaryFile() as said:
+        try:
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=said, env=environment
+            )
+        except FileNotFoundError:
+            raise RevisionError("reading a revision needs git, and it is not installed; install git") from None
+        assert process.stdout is not None
+        deadline = time.monotonic() + GIT_TIMEOUT
+        try:
+            with selectors.DefaultSelector() as ready:
+                ready.register(process.stdout, selectors.EVENT_READ)
+                pending, count = b"", 0
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not ready.select(left):
+                        raise RevisionError(f"git ls-tree took more than {GIT_TIMEOUT:.0f} s in {display_path(repo)}")
+                    chunk = os.read(process.stdout.fileno(), 1 << 20)
+                    if not chunk:
+                        break
+                    *complete, pending = (pending + chunk).split(b"\0")
+                    count += len(complete)
+                    if count > cap:
+                        raise RevisionError(
+                            f"the data folder of tree {tree} names more than {cap} files (git can name one "
+                            f"folder any number of times); raise SOTAKG_MAX_REVISION_FILES if the revision is yours"
+                        )
+                    yield from complete
+            try:
+                returncode = process.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                raise RevisionError(f"git ls-tree took more than {GIT_TIMEOUT:.0f} s in {display_path(repo)}") from None
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            process.stdout.close()
+        if returncode != 0:
+            said.seek(0)
+            text = said.read(64 * 1024).decode("utf-8", "replace")
+            if "promisor" in text or "lazy fetch" in text:
+                raise RevisionError(
+                    f"the clone lacks objects of tree {tree} (a partial clone), and sotakg fetches nothing; "
+                    f"fetch the revision in full first (git fetch --refetch, or a clone without --filter)"
+                )
+            raise RevisionError(f"git cannot list tree {tree}: {text.strip()}")
+        if pending:
+            yield pending
 
 
 def find_revision(data_dir: Path, name: str) -> Revision:

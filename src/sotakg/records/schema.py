@@ -584,15 +584,21 @@ def load_anthology(
     return Anthology(records)
 
 
+def outside_record_folder(shown: str, relative: str) -> Problem:
+    """The problem of a record file outside the record folders (it is never read)."""
+    folders = ", ".join(sorted(FOLDER_KINDS))
+    return Problem(
+        shown, None, shorten(Path(relative).stem, 40), f"not in a record folder; move it into one of: {folders}"
+    )
+
+
 def read_source(source: SourceFile, contents: Mapping[str, bytes] | None = None) -> tuple[Record | None, list[Problem]]:
     """One listed file as load_anthology reads it: its record (None when it cannot be read) and its
     problems (a refusal, a file outside the record folders, what read_record finds, a misnamed file)."""
     if source.refusal is not None:
         return None, [Problem(source.shown, None, shorten(Path(source.relative).stem, 40), source.refusal)]
     if source.kind is None:
-        folders = ", ".join(sorted(FOLDER_KINDS))
-        stem = shorten(Path(source.relative).stem, 40)
-        return None, [Problem(source.shown, None, stem, f"not in a record folder; move it into one of: {folders}")]
+        return None, [outside_record_folder(source.shown, source.relative)]
     data = contents.get(source.relative) if contents is not None else None
     try:
         record = read_record(Path(source.path), source.kind, source.shown, data)

@@ -65,6 +65,11 @@ class SourceFile(NamedTuple):
 _by_name = attrgetter("name")
 OUTSIDE = "a link to something outside the data folder; sotakg opens nothing there: replace the link with the file"
 DANGLING = "a link to nothing (its target is missing); remove the link or restore its target"
+LINKED_OTHER_FOLDER = (
+    "a link to a folder, not named as a record folder ("
+    + ", ".join(sorted(FOLDER_KINDS))
+    + "); sotakg follows no other link to a folder: remove the link"
+)
 NOT_UTF8 = "a name that is not UTF-8 (shown here with \\x escapes); rename it: sotakg reads names as UTF-8"
 #: How deep folders are looked into (records sit one level down): deeper ones are refused, not walked.
 MAX_FOLDER_DEPTH = 32
@@ -208,6 +213,9 @@ def scan_sources(data_dir: Path, only: Collection[str] | None = None) -> list[So
                     refuse(entry.path, rel, kind, "a folder named like a record file; a record is a file")
                 elif is_link and relative:
                     refuse(entry.path, rel, None, "a link to a folder in a record folder; sotakg does not follow it")
+                elif is_link and name not in FOLDER_KINDS:
+                    # Followed, any number of links to one folder would each walk it again.
+                    refuse(entry.path, rel, None, LINKED_OTHER_FOLDER)
                 elif rel.count("/") >= MAX_FOLDER_DEPTH:
                     refuse(entry.path, rel, None, TOO_DEEP)
                 else:

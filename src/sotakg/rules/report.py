@@ -4,6 +4,7 @@ dashboards and code scanning, and GitHub workflow commands for pull-request anno
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -154,10 +155,13 @@ def render_junit(report: ValidationReport, strict: bool = False) -> str:
 
 
 def _artifact_location(file: str) -> dict[str, str]:
+    """SARIF's location of ``file``: a URI reference, so the path is percent-encoded (a file named
+    ``%2e%2e%2fREADME.md#x.yaml`` would otherwise be read as another file)."""
     path = Path(file)
     if path.is_absolute():
         return {"uri": path.as_uri()}
-    return {"uri": str(PurePosixPath(*path.parts)), "uriBaseId": "%SRCROOT%"}
+    relative = str(PurePosixPath(*path.parts))
+    return {"uri": urllib.parse.quote(relative, safe="/", errors="surrogateescape"), "uriBaseId": "%SRCROOT%"}
 
 
 def render_sarif(report: ValidationReport, strict: bool = False) -> str:
