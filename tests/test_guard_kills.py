@@ -38,6 +38,7 @@ from .conftest import stand_in_server
 from .test_guard import raw_request, requests_on
 
 SERVICE = "SELECT * WHERE { SERVICE <http://x/> { ?s ?p ?o } }"
+ONE_QUERY = Refusal(400, "refused: a request carries one query; send each query in a request of its own\n")
 SERVICE_REFUSED = Refusal(
     400,
     "refused: SERVICE (line 1, column 18) would make the store query a remote endpoint over the network; "
@@ -113,7 +114,17 @@ def test_screen_query_says_why_with_its_status():
 def test_screening_a_url_as_the_engine_reads_it(method):
     assert screen_request(method, "/query?query=" + q(SERVICE), None, None, b"") == SERVICE_REFUSED
     assert screen_request(method, "/query?query=" + q(UPDATE), None, None, b"") == UPDATE_REFUSED
-    assert screen_request(method, "/x?query=ASK%7B%7D&query=" + q(SERVICE), None, None, b"") == SERVICE_REFUSED
+    # one query a request: a second is refused before either is checked
+    assert screen_request(method, "/x?query=ASK%7B%7D&query=" + q(SERVICE), None, None, b"") == ONE_QUERY
+    assert screen_request(method, "/x?query=ASK%7B%7D&query=ASK%7B%7D", None, None, b"") == ONE_QUERY
+    # the protocol's dataset parameters are FROM in another spelling
+    for name in ("default-graph-uri", "named-graph-uri"):
+        refused = screen_request(method, f"/query?query=ASK%7B%7D&{name}=urn:x", None, None, b"")
+        assert refused is not None and refused.status == 400 and name in refused.message
+    assert screen_request(method, "/query?query=ASK%7B%7D" + "&a" * 99, None, None, b"") is None  # 100
+    assert screen_request(method, "/query?query=ASK%7B%7D" + "&a" * 100, None, None, b"") == Refusal(
+        400, "refused: the query string holds more than 100 parameters\n"
+    )
     assert screen_request(method, "/query?update=CLEAR%20ALL", None, None, b"") == READ_ONLY
     assert screen_request(method, "/query?update=", None, None, b"") == READ_ONLY
     assert screen_request(method, "/query?query=%ff", None, None, b"") == NOT_UTF8_QUERY_STRING
@@ -172,7 +183,13 @@ def test_screening_a_post(path, pad):
         assert screen_request("POST", target, other, None, b"ASK {}") == POST_MEDIA, other
     # the URL's parameters are screened too
     url = target + ("&" if pad else "?") + "query=" + q(SERVICE)
-    assert screen_request("POST", url, media, None, b"ASK {}") == SERVICE_REFUSED
+    assert screen_request("POST", url, form, None, b"x=1") == SERVICE_REFUSED
+    assert screen_request("POST", url, media, None, b"ASK {}") == ONE_QUERY  # the URL's and the body's
+    assert screen_request("POST", target, form, None, b"query=ASK%7B%7D&query=ASK%7B%7D") == ONE_QUERY
+    assert screen_request("POST", target, form, None, b"query=ASK%7B%7D&named-graph-uri=urn:x").status == 400
+    assert screen_request("POST", target, form, None, b"query=ASK%7B%7D" + b"&a" * 100) == Refusal(
+        400, "refused: the form holds more than 100 parameters\n"
+    )
     url = target + ("&" if pad else "?") + "update=x"
     assert screen_request("POST", url, media, None, b"ASK {}") == READ_ONLY
 
