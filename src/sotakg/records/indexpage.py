@@ -58,7 +58,13 @@ BYLINE_RE = re.compile(
 _LINKING_WORDS = (
     "Later Earlier Independently Similarly Likewise Conversely Subsequently Recently Previously Meanwhile "
     "Moreover Furthermore Additionally Notably Instead Alternatively Accordingly Consequently Elsewhere "
-    "Finally Lastly Again Separately Concurrently Then Next Also"
+    "Finally Lastly Again Separately Concurrently Then Next Also Crucially Importantly Critically "
+    "Nevertheless Nonetheless However Thus Hence Therefore Overall Yet Still Indeed Interestingly "
+    "Surprisingly Specifically Analogously Relatedly Further Ultimately Originally Initially Historically "
+    "Today Now Namely Especially Particularly Generally Typically Usually Often Sometimes Fortunately "
+    "Unfortunately Naturally Clearly Obviously Admittedly Regardless Otherwise Afterwards Afterward "
+    "Thereafter Together Jointly Collectively Empirically Theoretically Formally Briefly Broadly "
+    "First Second Third Fourth Fifth Firstly Secondly Thirdly"
 ).split()
 BYLINE_SEPARATOR_RE = re.compile(
     r"(?:\.?;\s+(?:and\s+)?|\.\s+)(?:(?:"
@@ -124,7 +130,8 @@ SENTENCE_END_RE = re.compile(
     r"(?<!\.)(?<![\s(.][a-z])(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!etc)(?<!\bvs)(?<!\bcf)(?<!\best)(?<!\bfig)"
     r"(?<!\bsec)(?<!approx)(?<!\bdr)(?<!\bno)(?<!\bvol)(?<!\bpp)(?<!\bch)(?<!\beq)(?<!\bref)(?<!\bmr)(?<!\bms)"
     r"(?<!prof)(?<!\bjr)(?<!\bsr)(?<!\bst)(?<!\bfigs)(?<!\beqs)(?<!\brefs)(?<!\bsect)(?<!\bsecs)(?<!\bthm)"
-    r"(?<!\balg)(?<!\blem)(?<!\bcor)(?<!\btab)(?<!\bapp)(?<!\bdef)(?<!\bprop)"
+    r"(?<!\balg)(?<!\blem)(?<!\bcor)(?<!\btab)(?<!\bapp)(?<!\bdef)(?<!\bprop)(?<!\bsuppl)(?<!\bsupp)(?<!\bexp)"
+    r"(?<!\bex)(?<!\bcorp)(?<!\binc)(?<!\bltd)(?<!\bco)"
     # what follows a sentence's end is a new sentence: not a number or a word in lower case ("Figs. 2")
     r"[.!?](?!\.)(?=[*_\"”’')\]]*+(?:\s++(?-i:(?![0-9a-z]))|$))|\n",
     re.I | re.ASCII,
@@ -135,9 +142,13 @@ SENTENCE_END_RE = re.compile(
 HEDGE_RE = re.compile(
     r"(?<![\w-])(?:if|unless|whether|once|had|when|would|could|should|may|might|maybe|perhaps|allegedly|"
     r"reportedly|supposedly|hypothetically|draft|drafts|propose|proposes|proposed|proposal|rejected|rumou?rs?|"
-    r"say|says|said|claims|claimed|believe|believes|believed|think|thinks|suggest|suggests|suggested|expect|"
+    r"say|says|said|claims|claimed|claiming|believe|believes|believed|think|thinks|suggest|suggests|suggested|expect|"
     r"expects|expected|hope|hopes|planned|pending|tentative|tentatively|review|abandoned|rescinded|revoked|"
-    r"disputed|contested|doubt|doubtful|false|wrong|untrue|incorrect|mistaken|withdrawn|retracted|contrary|nope|"
+    r"disputes?|disputed|disputing|contests?|contested|contesting|doubts?|doubted|doubting|doubtful|argue|argues|"
+    r"argued|arguing|assuming|assumption|questions?|questioned|questioning|questionable|contends?|contended|"
+    r"alleges?|alleged|speculates?|speculated|speculative|speculation|probably|"
+    r"possibly|likely|unlikely|apparently|presumably|arguably|seemingly|purportedly|ostensibly|conceivably|"
+    r"false|wrong|untrue|incorrect|mistaken|withdrawn|retracted|contrary|nope|"
     r"reverted|revert|rolled|voted|vetoed|overturned|overruled|discussion|debated|considered|candidate|still|"
     r"ratification|ratified|unratified|later|being|drafted|drafting|await|awaits|awaiting|approval|"
     r"consideration|considering|scheduled|repeal|repealed|according|upcoming|forthcoming|soon|intend|intends|"
@@ -156,7 +167,8 @@ PLAIN_LEAD_WORDS = frozenset(
 #: A supersession in the anthology's own form, an aside: ``ADR-026 (superseding ADR-020)``,
 #: ``ADR-020 (superseded by ADR-026)``. Stated wherever it stands.
 SUPERSEDES_ASIDE_RE = re.compile(
-    r"\b(?P<new>ADR-\d+) \((?:superseding|supersedes|which supersedes|replacing) (?P<old>ADR-\d+)\)"
+    r"\b(?P<new>ADR-\d+) \((?:superseding|supersedes|which supersedes|replacing|replaces|which replaces) "
+    r"(?P<old>ADR-\d+)\)"
     r"|\b(?P<old2>ADR-\d+) \((?:superseded|replaced) by (?P<new2>ADR-\d+)\)",
     re.ASCII,
 )
@@ -641,7 +653,7 @@ def _locator(text: str, at: int, warnings: list[str], where: str, lit: str) -> d
 #: The lowercase words a list of authors holds: "et al.", "and", "others", and the particles of names.
 _AUTHOR_LOWER_WORDS = frozenset(
     "et al al. and & others van von de der den da das di du del della dos le la bin ibn ter ten zu y las los do"
-    " e degli dei delle af av op vom zum zur lo el al ben bint abu".split()
+    " e degli dei delle af av op vom zum zur lo el al ben bint abu des het".split()
 )
 #: A name after a particle joined by a hyphen: ``al-Rashid``, ``el-Sayed``, ``ibn-Sina``.
 _HYPHENED_PARTICLE_RE = re.compile(r"[a-z]{1,4}-(?P<name>.+)", re.S)
@@ -686,7 +698,9 @@ _PROSE_OPENERS = frozenset(
     """not unlike see contra cf also unpublished retracted disputed refuted contrary despite following
     against although though however whereas because unless until if when whether without from according
     extending extends building refuting confirming replicating reproducing cited citing quoting the this
-    that these those our their we they it its both either neither compare contrast e.g. i.e.""".split()
+    that these those our their we they it its both either neither compare contrast e.g. i.e. after before
+    like with beyond via for on over under through across between during within upon about around toward
+    towards into onto amid among at of as by than""".split()
 ) | {word.lower() for word in _LINKING_WORDS}
 
 
@@ -695,7 +709,8 @@ def _names_only(authors: str) -> bool:
     ``d'Ascoli et al.``, ``Łukasz Kaiser and others``, ``DeVries &amp; Taylor``, ``李 et al.``), not prose before them
     (``See also Narayanan et al.``, ``Later work by Smith``, ``Not Smith``, ``Retracted: Lee``): no
     opening word of prose (``_PROSE_OPENERS``), no colon."""
-    words = authors.replace(",", " ").split()
+    # Emphasis marks around a word are Markdown's, not the name's: "Kwon *et al.*", "_et al._".
+    words = [word.strip("*_") or word for word in authors.replace(",", " ").split()]
     # A name opens with a capital, or with a letter of a script without case (李, محمد), or a particle.
     if not words or not ((words[0][0].isalpha() and not words[0][0].islower()) or _particle_name(words[0])):
         return False
