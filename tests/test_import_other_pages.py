@@ -29,11 +29,16 @@ def _page(tmp_path: Path, *rows: str, head: str = HEAD) -> Path:
     return page
 
 
-def _import(runner, tmp_path: Path, *rows: str, head: str = HEAD):
+def _import_page(runner, tmp_path: Path, page: Path):
+    """Import ``page`` into ``tmp_path/data``, which must succeed: the data folder and the result."""
     data = tmp_path / "data"
-    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(_page(tmp_path, *rows, head=head))])
+    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
     assert result.exit_code == 0, result.output
     return data, result
+
+
+def _import(runner, tmp_path: Path, *rows: str, head: str = HEAD):
+    return _import_page(runner, tmp_path, _page(tmp_path, *rows, head=head))
 
 
 def _read(data: Path, folder: str, record: str) -> str:
@@ -452,11 +457,7 @@ def _topic_page(tmp_path: Path, slug: str, head: str, rows: list[str]) -> Path:
 
 
 def _import_topic(runner, tmp_path: Path, slug: str, head: str, rows: list[str]):
-    data = tmp_path / "data"
-    page = _topic_page(tmp_path, slug, head, rows)
-    result = runner.invoke(cli, ["--data", str(data), "import", "markdown", str(page)])
-    assert result.exit_code == 0, result.output
-    return data, result
+    return _import_page(runner, tmp_path, _topic_page(tmp_path, slug, head, rows))
 
 
 def _record_text(data: Path, folder: str, record: str) -> str:
