@@ -1,6 +1,7 @@
 """Behaviour of graph/build.py that its mutation run showed no test pinned (issue 20): what a build
 remembers of each change (the lineage), which triples an incremental build keeps because another
-record or the ontology still states them, and the helpers those rest on."""
+record or the ontology still states them, the helpers those rest on, and build() itself: its lock,
+what it is given, what it reads and writes, and its problems in file order."""
 
 from __future__ import annotations
 
@@ -696,3 +697,335 @@ def test_a_snapshot_taken_against_another_generation_is_not_trusted(data_copy, t
     _edit(data_copy / "practices" / "SOTA-049.yaml", "title: ", "title: Edited ")
     report = build(data_copy, store, scanned=stale)
     assert report.rebuilt and report.incremental == 1
+
+
+# ------------------------------------------------------------------------------------- the build lock
+
+
+def test_a_busy_store_is_refused_at_once_unless_the_build_is_told_to_wait(data_copy, tmp_path, monkeypatch):
+    """The rule: without ``wait_seconds`` a build that finds another holding the store's lock raises
+    StoreBusy at once, never sleeping on the lock, and writes nothing (the bug: a wait by default)."""
+    import time
+
+    from sotakg.errors import StoreBusy
+    from sotakg.graph.store import build_lock
+
+    def no_waiting(seconds: float) -> None:
+        raise AssertionError(f"the build waited {seconds} s for the lock")
+
+    store = tmp_path / "store"
+    with build_lock(StoreLayout(store)):
+        monkeypatch.setattr(time, "sleep", no_waiting)
+        with pytest.raises(StoreBusy, match="another sotakg build is running"):
+            build(data_copy, store)
+    assert StoreLayout(store).current_generation() is None
+
+
+def test_a_build_told_to_wait_goes_on_once_the_other_holder_lets_the_lock_go(data_copy, tmp_path, monkeypatch):
+    """The rule: ``wait_seconds`` is passed to the lock: a build finding the store busy waits, and
+    builds once the other holder lets go (the bug: the wait dropped, StoreBusy at once). The other
+    holder lets go during the build's first wait, so nothing races a clock."""
+    import contextlib
+    import time
+
+    from sotakg.graph.store import build_lock
+
+    store = tmp_path / "store"
+    holder = contextlib.ExitStack()
+    holder.enter_context(build_lock(StoreLayout(store)))
+    waits: list[float] = []
+
+    def the_other_build_finishes(seconds: float) -> None:
+        waits.append(seconds)
+        holder.close()
+
+    monkeypatch.setattr(time, "sleep", the_other_build_finishes)
+    try:
+        report = build(data_copy, store, wait_seconds=30)
+    finally:
+        holder.close()
+    assert waits, "the build never waited for the lock"
+    assert report.rebuilt and report.triples == SHIPPED_TRIPLES == len(_stored(store))
+
+
+# ------------------------------------------------------------------------------------- what build() is given
+
+
+def test_a_snapshot_taken_before_there_was_a_store_serves_the_first_build(data_copy, tmp_path, monkeypatch):
+    """The rule: a caller's snapshot taken when there was no store is taken against no generation, so
+    the first build uses it as it is and scans nothing again (the bug: the name of the missing
+    current generation asked for)."""
+    scanned = snapshot(data_copy, None)
+    scans: list[Path] = []
+    scanning = build_module.snapshot
+
+    def counted(data_dir: Path, *args, **kwargs):
+        scans.append(data_dir)
+        return scanning(data_dir, *args, **kwargs)
+
+    monkeypatch.setattr(build_module, "snapshot", counted)
+    report = build(data_copy, tmp_path / "store", scanned=scanned)
+    assert scans == []
+    assert report.rebuilt and report.counts == SHIPPED_COUNTS and report.triples == SHIPPED_TRIPLES
+
+
+def test_a_build_given_the_data_read_reads_no_record_again(data_copy, tmp_path, monkeypatch):
+    """The rule: ``data`` is the folder as read_data read it: the build takes its records as they
+    are and reads no record file again (the bug: the records read a second time)."""
+    store = tmp_path / "store"
+    data = build_module.read_data(data_copy, store)
+    read = _reads(monkeypatch)
+    report = build(data_copy, store, data=data)
+    assert read == []
+    assert report.rebuilt and report.counts == SHIPPED_COUNTS and report.triples == SHIPPED_TRIPLES
+
+
+def test_a_forced_build_over_a_current_generation_reads_each_record_file_once(data_copy, tmp_path, monkeypatch):
+    """The rule: a full build has no change to try on the current generation: each record file is
+    read once (the bug: the missing change tried, its failure taken for an unusable table, and the
+    whole folder read again)."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    read = _reads(monkeypatch)
+    report = build(data_copy, store, force=True)
+    assert sorted(read) == sorted(path.name for path in data_copy.rglob("*.yaml"))
+    assert report.rebuilt and report.incremental is None and report.triples == SHIPPED_TRIPLES
+
+
+def test_a_full_build_lists_the_data_folder_once(data_copy, tmp_path, monkeypatch):
+    """The rule: the folder's listing (a stat a file: what a no-change command costs at scale) is
+    made once a build and serves both the records and the source table (the bug: the records read
+    from a second listing)."""
+    from sotakg.graph import store as store_module
+
+    listings: list[Path] = []
+    for module in (store_module, schema, build_module):
+        listing = module.scan_sources
+
+        def counted(data_dir: Path, *args, _listing=listing, **kwargs):
+            listings.append(data_dir)
+            return _listing(data_dir, *args, **kwargs)
+
+        monkeypatch.setattr(module, "scan_sources", counted)
+    report = build(data_copy, tmp_path / "store")
+    assert listings == [data_copy]
+    assert report.rebuilt and report.triples == SHIPPED_TRIPLES
+
+
+# ------------------------------------------------------------------------------------- hashes and stats
+
+
+def test_a_forced_build_records_the_hash_of_every_file(data_copy, tmp_path, monkeypatch):
+    """The rule: a forced build hashes every file, also when nothing changed since the last build,
+    so its source table holds each file's hash and touching a file afterwards rebuilds nothing (the
+    bug: the quick scan's missing hashes written as empty, and the next touch taken for a change)."""
+    import hashlib
+    import os
+
+    from sotakg.graph import store as store_module
+
+    monkeypatch.setattr(store_module, "RACY_NS", 1)  # no file is racy: only a changed stat has it read again
+    store = tmp_path / "store"
+    build(data_copy, store)
+    assert build(data_copy, store, force=True).rebuilt
+    table = SourceTable.open(_generation(store))
+    assert table is not None
+    try:
+        hashes = table.file_hashes()
+    finally:
+        table.close()
+    files = sorted(str(path.relative_to(data_copy)) for path in data_copy.rglob("*.yaml"))
+    assert hashes == {rel: hashlib.sha256((data_copy / rel).read_bytes()).hexdigest() for rel in files}
+    os.utime(data_copy / "practices" / "SOTA-049.yaml", ns=(1_000_000_000, 1_000_000_000))
+    assert not build(data_copy, store).rebuilt
+
+
+def test_a_build_given_the_data_read_with_nothing_changed_writes_nothing(data_copy, tmp_path):
+    """The rule: a build that finds the store up to date and no file touched since it was built
+    leaves the store's files as they are, even when handed every file's hash (the bug: the stats
+    written again anyway: a new manifest file each time)."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    files = [_generation(store) / MANIFEST, _generation(store) / SOURCE_TABLE]
+    before = [(path.stat().st_ino, path.stat().st_mtime_ns) for path in files]
+    data = build_module.read_data(data_copy, store)
+    assert data.snapshot.hashes
+    assert not build(data_copy, store, data=data).rebuilt
+    assert [(path.stat().st_ino, path.stat().st_mtime_ns) for path in files] == before
+
+
+def test_an_up_to_date_store_whose_manifest_gives_no_counts_reports_none_counted(data_copy, tmp_path, runner):
+    """The rule: an up-to-date store whose manifest does not say how many records and triples it
+    holds is reported as no counts and 0 triples (a mapping and a number, as for any build), never
+    None; ``sotakg build`` says so."""
+    from sotakg.cli import cli
+
+    store = tmp_path / "store"
+    build(data_copy, store)
+    _tamper_manifest(store, lambda manifest: [manifest.pop("counts"), manifest.pop("triples")])
+    report = build(data_copy, store)
+    assert not report.rebuilt
+    assert report.counts == {} and report.triples == 0
+    result = runner.invoke(cli, ["--data", str(data_copy), "--store", str(store), "build"])
+    assert result.exit_code == 0, result.output
+    assert f"{store} is up to date (0 triples); nothing to do" in result.output
+
+
+def test_a_rebuild_reports_the_time_it_took(data_copy, tmp_path):
+    """The rule: a report's seconds are the build's own duration, within the time the call took
+    (the bug: a clock reading added instead of subtracted)."""
+    import time
+
+    store = tmp_path / "store"
+    started = time.perf_counter()
+    full = build(data_copy, store)
+    took = time.perf_counter() - started
+    assert full.rebuilt and 0 < full.seconds <= took
+    _edit(data_copy / "practices" / "SOTA-049.yaml", "title: ", "title: Edited ")
+    started = time.perf_counter()
+    incremental = build(data_copy, store)
+    took = time.perf_counter() - started
+    assert incremental.incremental == 1 and 0 < incremental.seconds <= took
+
+
+# ------------------------------------------------------------------------------------- reading the files
+
+
+def test_read_all_gives_the_bytes_of_every_readable_record_file_and_nothing_else(data_copy, tmp_path, monkeypatch):
+    """The rule: _read_all gives each record file's bytes, those the snapshot read already as they
+    are and the others read now; a file outside the record folders, a link out of the data folder
+    (never opened) and a file past the size cap (read_record names it) are left out."""
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("id: LIT-999\nauthors: Someone\nyear: 2016\n", encoding="utf-8")
+    (data_copy / "papers" / "LIT-999.yaml").symlink_to(outside)
+    (data_copy / "notes").mkdir()
+    (data_copy / "notes" / "readme.yaml").write_text("id: NOTE\n", encoding="utf-8")
+    large = data_copy / "papers" / "LIT-004.yaml"
+    large.write_bytes(large.read_bytes() + b"# " + b"x" * 200_000 + b"\n")
+    monkeypatch.setenv("SOTAKG_MAX_FILE_BYTES", "100000")
+    already = "practices/SOTA-017.yaml"
+    scanned = build_module.DataSnapshot(data_copy, {}, "", "", contents={already: b"read by the scan"})
+    contents = build_module._read_all(scanned)
+    folders = ("adrs", "papers", "practices", "topics")
+    readable = sorted(
+        str(path.relative_to(data_copy))
+        for path in data_copy.rglob("*.yaml")
+        if path.parent.name in folders and path not in (large, data_copy / "papers" / "LIT-999.yaml")
+    )
+    assert sorted(contents) == sorted([*readable, "registry.yaml"])
+    assert contents.pop(already) == b"read by the scan"
+    assert all(data == (data_copy / rel).read_bytes() for rel, data in contents.items())
+
+
+def test_a_full_build_after_many_changes_reads_the_files_the_scan_did_not(data_copy, tmp_path, monkeypatch):
+    """The rule: past the incremental share a build loads everything, reading now the unchanged
+    files whose hash the scan took from the last build (none is racy here, so the scan read only
+    the changed ones), and makes what a fresh build makes."""
+    from sotakg.graph import store as store_module
+
+    monkeypatch.setattr(store_module, "RACY_NS", 1)
+    store = tmp_path / "store"
+    build(data_copy, store)
+    _edit_practices(data_copy, 17)
+    scanned = snapshot(data_copy, _generation(store))
+    assert len(scanned.contents) == 17  # the other files are the build's to read
+    report = build(data_copy, store, scanned=scanned)
+    assert report.rebuilt and report.incremental is None
+    fresh = build(data_copy, tmp_path / "fresh")
+    assert (report.counts, report.triples) == (fresh.counts, fresh.triples)
+    assert _stored(store) == _stored(tmp_path / "fresh")
+
+
+# ------------------------------------------------------------------------------------- problems in file order
+
+
+def test_a_new_practice_named_like_an_unchanged_topic_is_no_clash(data_copy, tmp_path):
+    """The rule: an unchanged topic's id is in the topics' own identifier space: a new practice of
+    the same id clashes with nothing, in an incremental build as in a full one."""
+    topic = "distributed-optimization"
+    _practice_copy(data_copy, topic)
+    assert build(data_copy, tmp_path / "full").counts["practice"] == 43
+    store = tmp_path / "store"
+    (data_copy / "practices" / f"{topic}.yaml").unlink()
+    build(data_copy, store)
+    _practice_copy(data_copy, topic)
+    report = build(data_copy, store)
+    assert report.incremental == 1
+    assert report.counts["practice"] == 43 and report.counts["topic"] == 1
+
+
+def test_clashes_of_several_ids_are_listed_in_file_order_as_a_full_read_lists_them(data_copy, tmp_path, monkeypatch):
+    """The rule: the id-unique problems of an incremental build come in the order of their files,
+    as a full read gives them, whichever clash the changed files met first (here SOTA-001's, whose
+    second file comes after the file that clashes with SOTA-017)."""
+    store = tmp_path / "store"
+    build(data_copy, store)
+    text = (data_copy / "practices" / "SOTA-017.yaml").read_text(encoding="utf-8")
+    for name, practice_id in [("SOTA-001", "SOTA-001"), ("SOTA-500", "SOTA-017"), ("SOTA-999", "SOTA-001")]:
+        (data_copy / "practices" / f"{name}.yaml").write_text(text.replace("SOTA-017", practice_id), encoding="utf-8")
+    with pytest.raises(DataError) as full:
+        build(data_copy, tmp_path / "full")
+    read = _reads(monkeypatch)
+    with pytest.raises(DataError) as incremental:
+        build(data_copy, store)
+    assert read == ["SOTA-001.yaml", "SOTA-500.yaml", "SOTA-999.yaml"]
+    assert incremental.value.problems == full.value.problems
+    clashes = [problem.file for problem in full.value.problems if problem.rule == "id-unique"]
+    assert [Path(file).name for file in clashes] == ["SOTA-500.yaml", "SOTA-999.yaml"]
+
+
+def test_reserved_ids_are_listed_in_file_order_as_a_full_read_lists_them(data_copy, tmp_path, monkeypatch):
+    """The rule: the reserved-id problems of an incremental build come in the order of their files,
+    as a full read gives them: an unchanged paper named like a new practice's version comes before a
+    new paper named like a version of another practice, as their files do."""
+    _paper(data_copy, "SOTA-099-v1")
+    store = tmp_path / "store"
+    build(data_copy, store)
+    _practice_copy(data_copy, "SOTA-099")
+    _paper(data_copy, "SOTA-364-v1")
+    with pytest.raises(DataError) as full:
+        build(data_copy, tmp_path / "full")
+    read = _reads(monkeypatch)
+    with pytest.raises(DataError) as incremental:
+        build(data_copy, store)
+    assert read == ["SOTA-364-v1.yaml", "SOTA-099.yaml"]
+    assert incremental.value.problems == full.value.problems
+    assert [Path(problem.file).name for problem in full.value.problems] == ["SOTA-099-v1.yaml", "SOTA-364-v1.yaml"]
+
+
+# ------------------------------------------------------------------------------------- pause points, edges
+
+
+def test_a_pause_gives_up_at_sixty_seconds_sharp(tmp_path, monkeypatch):
+    """The rule: the pause's deadline is 60 s after it began, and a clock reading of exactly that
+    ends it (the bound is exclusive)."""
+    import time
+
+    clock = iter([1000.0, 1060.0])
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    marker = tmp_path / "paused"
+    monkeypatch.setenv("SOTAKG_TEST_PAUSE", "loading")
+    monkeypatch.setenv("SOTAKG_TEST_PAUSE_MARKER", str(marker))
+    build_module.pause_for_test("loading")
+    assert marker.read_text() == "loading"
+    assert next(clock, None) is None
+
+
+def test_a_pause_looks_for_its_marker_again_within_a_tenth_of_a_second(tmp_path, monkeypatch):
+    """The rule: a paused build notices the marker is gone within a tenth of a second, so a test
+    that resumes it does not wait on it (the bug: a second a look)."""
+    import time
+
+    marker = tmp_path / "paused"
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        marker.unlink()
+
+    monkeypatch.setattr(time, "sleep", nap)
+    monkeypatch.setenv("SOTAKG_TEST_PAUSE", "committing")
+    monkeypatch.setenv("SOTAKG_TEST_PAUSE_MARKER", str(marker))
+    build_module.pause_for_test("committing")
+    assert len(naps) == 1 and 0 < naps[0] <= 0.1

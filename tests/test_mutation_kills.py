@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from sotakg.errors import UsageProblem
 from sotakg.records import sources as sources_module
 from sotakg.records.fastyaml import parse_canonical
 from sotakg.records.schema import parse_yaml_mapping
@@ -314,10 +315,29 @@ def test_the_fast_reader_leaves_what_it_cannot_read_exactly_to_the_full_reader(t
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("²", 10 * 1024 * 1024), ("x1", 10 * 1024 * 1024), ("0", 0), ("9" * 25, int("9" * 25))]
+    ("value", "expected"),
+    [
+        ("", 10 * 1024 * 1024),
+        ("0", 0),
+        ("9" * 25, int("9" * 25)),
+        ("9" * 41, 10**40),
+        ("1K", 1024),
+        ("20m", 20 * 1024 * 1024),
+        (" 2G ", 2 * 1024**3),
+    ],
 )
-def test_the_file_cap_from_the_environment_is_read_or_defaulted_never_a_traceback(monkeypatch, value, expected):
-    """The bug: ``"²".isdigit()`` is true, and ``int("²")`` raised on every read. The rule: a value
-    that is not ASCII digits is the default; digits are taken as they are, however many."""
+def test_the_file_cap_from_the_environment_is_read_as_a_size(monkeypatch, value, expected):
+    """The rule: digits are taken as they are, however many, with K, M or G as the command line's
+    sizes are written; unset or empty is the default."""
     monkeypatch.setenv("SOTAKG_MAX_FILE_BYTES", value)
     assert sources_module.max_file_bytes() == expected
+
+
+@pytest.mark.parametrize("value", ["²", "x1", "1KB", "-5", "1.5M"])
+def test_a_file_cap_from_the_environment_that_is_no_size_is_refused_naming_it(monkeypatch, value):
+    """The bugs: ``"²".isdigit()`` is true, and ``int("²")`` raised on every read; then any value
+    that was not digits was silently replaced by the default, so ``SOTAKG_MAX_FILE_BYTES=1K`` set
+    no cap at all. The rule: a value that is no size is a usage error naming the variable."""
+    monkeypatch.setenv("SOTAKG_MAX_FILE_BYTES", value)
+    with pytest.raises(UsageProblem, match=r"^SOTAKG_MAX_FILE_BYTES is .*; set it to a number such as 10485760"):
+        sources_module.max_file_bytes()

@@ -600,7 +600,9 @@ def test_a_non_ascii_digit_revision_cap_is_no_traceback(monkeypatch):
     """The bug: ``value.isdigit()`` is true for "²" (and other non-decimal digits) but ``int("²")``
     raises ValueError: SOTAKG_MAX_REVISION_BYTES=² makes every revision read (sotakg diff BASE) end
     in ValueError: invalid literal for int() with base 10: '²'.
-    The rule: a value that is not a number falls back to the default (as other garbage does), or is a
-    usage error naming the variable; never a ValueError."""
+    The rule: a value that is not a number is a usage error naming the variable; never a ValueError."""
+    from sotakg.errors import UsageProblem
+
     monkeypatch.setenv("SOTAKG_MAX_REVISION_BYTES", "²")
-    assert revisions.max_revision_bytes() == revisions.DEFAULT_MAX_REVISION_BYTES
+    with pytest.raises(UsageProblem, match="^SOTAKG_MAX_REVISION_BYTES is '²'; set it to a number"):
+        revisions.max_revision_bytes()

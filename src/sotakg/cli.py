@@ -66,6 +66,44 @@ def _translated(invoke: Callable[[click.Context], Any], ctx: click.Context) -> A
         raise click.ClickException(f"cannot use{where}: {printable(str(error.strerror or error))}") from None
 
 
+def main() -> None:
+    """The ``sotakg`` command: the click group, and what happens outside any of its commands: a
+    standard output that is closed (``>&-``), or that fails while ``--help`` or ``--version``
+    prints (a full disk), is an error of one line, exit 1, never a traceback."""
+    import os
+    import sys
+
+    if sys.stderr is None:  # nowhere to say anything: errors still exit non-zero
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the process's life
+    if sys.stdout is None:
+        sys.stderr.write("Error: standard output is closed; redirect it to a file or to /dev/null\n")
+        raise SystemExit(1)
+    try:
+        cli.main(prog_name="sotakg")
+    except BrokenPipeError:
+        raise SystemExit(1) from None
+    except OSError as error:  # only what click writes itself gets here (commands translate theirs)
+        sys.stderr.write(f"Error: cannot write to standard output: {error.strerror or error}\n")
+        raise SystemExit(1) from None
+
+
+def _store_path(value: Path) -> Path:
+    """``--store``, refused (exit 2) when it names no folder of its own (``.``, ``..``, ``/``, an
+    empty value) or is not UTF-8 (the database takes only UTF-8 paths)."""
+    if value.name in ("", ".", ".."):
+        raise click.BadParameter(
+            f"{str(value)!r} names no folder of its own; give the store a name (e.g. .sotakg/store)",
+            param_hint="'--store'",
+        )
+    try:
+        str(value).encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.BadParameter(
+            "the path is not UTF-8; the store's database takes UTF-8 paths only", param_hint="'--store'"
+        ) from None
+    return value
+
+
 class SotakgCommand(click.Command):
     """A command that turns the library's exceptions into click's: exit 2 for usage, 1 otherwise."""
 
@@ -103,6 +141,7 @@ SotakgGroup.group_class = SotakgGroup
     default=Path(".sotakg/store"),
     show_default=True,
     envvar="SOTAKG_STORE",
+    callback=lambda ctx, param, value: _store_path(value),
     help="Embedded Oxigraph store (rebuilt when the data is newer).",
 )
 @click.pass_context
@@ -133,10 +172,28 @@ def output_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "-o",
         "--output",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=OutputPath(dir_okay=False, path_type=Path),
         default=None,
         help="Write to FILE instead of standard output.",
     )(func)
+
+
+#: ``ctx.meta`` key: the -o value was written as a folder (``pages/``), which a Path forgets.
+OUTPUT_WRITTEN_AS_FOLDER = "sotakg.output_written_as_folder"
+
+
+class OutputPath(click.Path):
+    """An output path. One written as a folder (``out.ttl/``) is refused where only a file may be
+    written (``dir_okay=False``): the slash, which the Path would drop, says a folder was meant;
+    elsewhere it is remembered (``OUTPUT_WRITTEN_AS_FOLDER``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value != "-" and value.endswith("/"):
+            if not self.dir_okay:
+                self.fail(f"{value!r} is written as a folder; give the name of the file to write", param, ctx)
+            if ctx is not None:
+                ctx.meta[OUTPUT_WRITTEN_AS_FOLDER] = True
+        return super().convert(value, param, ctx)
 
 
 def force_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -304,7 +361,7 @@ def export_rdf_command(ctx: click.Context, format_name: str | None, output: Path
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=OutputPath(path_type=Path),
     default=None,
     help="Write to FILE (with --topic) or into the folder DIR (with --all) instead of standard output.",
 )
@@ -331,8 +388,8 @@ def export_index_command(ctx: click.Context, slug: str | None, all_topics: bool,
             raise UsageProblem("--all writes one file per topic: give the folder with -o DIR")
         click.echo(write_all_indexes(open_graph(ctx), output).summary(output))
         return
-    if output is not None and output.is_dir():
-        raise UsageProblem(f"{output} is a folder; with --topic, -o names the file to write")
+    if output is not None and (output.is_dir() or ctx.meta.get(OUTPUT_WRITTEN_AS_FOLDER)):
+        raise UsageProblem(f"{output}/ is a folder; with --topic, -o names the file to write")
     write_output(export_index(open_graph(ctx), slug or ""), output)
 
 
@@ -346,10 +403,10 @@ def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
         "--format",
         "format_name",
         type=LazyChoice("sotakg.query.results", "ALL_FORMATS", case_sensitive=False),
-        default="table",
-        show_default=True,
+        default=None,
         help="table, csv, tsv, json or xml (W3C SPARQL results) for SELECT/ASK; "
-        "turtle, ntriples, jsonld ... for CONSTRUCT/DESCRIBE (table means Turtle there).",
+        "turtle, ntriples, jsonld ... for CONSTRUCT/DESCRIBE (table means Turtle there). "
+        "Default: the table, or what -o's extension names (.csv, .json, .ttl, ...).",
     )(func)
 
 
@@ -553,7 +610,7 @@ def query_command(
     ctx: click.Context,
     name: str,
     params: tuple[str, ...],
-    format_name: str,
+    format_name: str | None,
     timeout: float,
     output: Path | None,
 ) -> None:
@@ -568,11 +625,12 @@ def query_command(
     """
     from .query.canned import find_canned, parse_assignments, run_canned
     from .query.formats import write_output
-    from .query.results import format_result
+    from .query.results import format_for_output, format_result
 
     query = find_canned(name)
     result = run_canned(query_backend(ctx), query, parse_assignments(params), timeout)
-    write_output(format_result(result, format_name, table_width(output)), output)
+    chosen = format_name or format_for_output(result, output)
+    write_output(format_result(result, chosen, table_width(output)), output)
 
 
 @cli.command(name="sparql")
@@ -592,7 +650,7 @@ def sparql_command(
     ctx: click.Context,
     query: str | None,
     query_file: Path | None,
-    format_name: str,
+    format_name: str | None,
     timeout: float,
     output: Path | None,
 ) -> None:
@@ -609,12 +667,13 @@ def sparql_command(
         sotakg sparql 'SELECT ?p WHERE { ?p sota:status sota:Rejected }' --format tsv
     """
     from .query.formats import write_output
-    from .query.results import format_result
+    from .query.results import format_for_output, format_result
     from .query.sparql import read_query_text, run_query
 
     text = read_query_text(query, query_file)
     result = run_query(query_backend(ctx), text, None, timeout)
-    write_output(format_result(result, format_name, table_width(output)), output)
+    chosen = format_name or format_for_output(result, output)
+    write_output(format_result(result, chosen, table_width(output)), output)
 
 
 @cli.command(name="why")
@@ -987,6 +1046,7 @@ def serve_command(
 
     request_cap = parse_size(max_request_bytes, "--max-request-bytes")
     result_cap = parse_size(max_result_bytes, "--max-result-bytes")
+    memory_cap = parse_size(max_memory, "--max-memory") if max_memory is not None else None
     if get_path is not None:
         answer = serve.get_once(
             ctx.obj["data"],
@@ -1011,7 +1071,7 @@ def serve_command(
         max_request_bytes=request_cap,
         max_result_bytes=result_cap,
         max_concurrent=max_concurrent,
-        max_memory=parse_size(max_memory, "--max-memory") if max_memory is not None else None,
+        max_memory=memory_cap,
     )
     click.echo("Stopped.")
 

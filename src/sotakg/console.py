@@ -19,6 +19,7 @@ input works even where they are missing.
 from __future__ import annotations
 
 import difflib
+import io
 import os
 import re
 import shlex
@@ -736,7 +737,15 @@ def run_console(
         width=_terminal_width(interactive),
     )
     if not interactive:
-        return console.run_script(stream)
+        if input_stream is None and hasattr(stream, "buffer"):
+            # UTF-8 whatever the locale says, and strictly: bytes that are not UTF-8 are refused
+            stream = io.TextIOWrapper(stream.buffer, encoding="utf-8", errors="strict")
+        try:
+            return console.run_script(stream)
+        except UnicodeDecodeError as error:
+            raise ConsoleCommandError(
+                f"standard input is not UTF-8 (byte {error.start + 1} of a read); send UTF-8 text"
+            ) from None
     _interactive_session(console, history_path())
     return 0
 

@@ -885,10 +885,19 @@ def hold_current(layout: StoreLayout) -> Path:
 
 def open_read_only(layout: StoreLayout) -> Store:
     """Open the current generation read-only and hold it (several readers and a builder may run at once)."""
+    return open_database(layout, hold_current(layout))
+
+
+def open_database(layout: StoreLayout, generation: Path) -> Store:
+    """The database of ``generation`` (of ``layout``), read-only; StoreError naming the store when it
+    cannot be opened (RocksDB reports a damaged database as a RuntimeError)."""
     from pyoxigraph import Store
 
-    generation = hold_current(layout)
     try:
         return Store.read_only(str(generation / DATABASE))
     except OSError as error:
         raise StoreError(f"cannot open the store at {display_path(layout.path)}: {error}") from None
+    except RuntimeError as error:
+        raise StoreError(
+            f"the store at {display_path(layout.path)} is damaged ({error}); rebuild it with 'sotakg build --force'"
+        ) from None

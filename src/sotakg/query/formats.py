@@ -56,11 +56,16 @@ def pyoxigraph_format(canonical: str) -> RdfFormat:
 def write_output(content: str | bytes, output: Path | None) -> None:
     """Write to ``output`` atomically, or to standard output when it is None or ``-``."""
     if output is None or str(output) == "-":
-        if isinstance(content, bytes):
-            sys.stdout.buffer.write(content)
+        try:
+            if isinstance(content, bytes):
+                sys.stdout.buffer.write(content)
+            else:
+                sys.stdout.write(content)
             sys.stdout.flush()
-        else:
-            sys.stdout.write(content)
+        except BrokenPipeError:
+            raise  # the reader has gone (`| head`): nothing to say to it
+        except OSError as error:  # a full disk behind the redirection, ...: it has no file name
+            raise ExportError(f"cannot write to standard output: {error.strerror or error}") from None
         return
     text = content.decode("utf-8") if isinstance(content, bytes) else content
     if output.parent != Path():

@@ -85,8 +85,13 @@ _CANCELLED_MARKS = (b"has been cancelled", b"timed out")
 
 
 def check_endpoint(url: str, option: str = "--endpoint") -> str:
-    """``url`` if it is an absolute http(s) URL with a host; UsageProblem otherwise."""
-    parts = urllib.parse.urlsplit(url)
+    """``url`` if it is an absolute http(s) URL with a host (and a port in range, if any);
+    UsageProblem otherwise."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - read for its check: "Port out of range", "Port could not be cast"
+    except ValueError as error:
+        raise UsageProblem(f"{option} is not a URL that can be read ({error}): {url!r}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageProblem(f"{option} must be an http:// or https:// URL, not {url!r}")
     if parts.username or parts.password:
@@ -182,7 +187,10 @@ def credentials_source(environ: Mapping[str, str] | None = None) -> str | None:
 
 def cleartext_warning(url: str, environ: Mapping[str, str] | None = None) -> str | None:
     """A warning when credentials would cross the network unencrypted (http:// to another machine)."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # no URL at all: check_endpoint refuses it
+        return None
     source = credentials_source(environ)
     if source and parts.scheme == "http" and not is_loopback(parts.hostname or ""):
         return f"the credentials from {source} are sent unencrypted to {parts.hostname}; use an https:// URL"

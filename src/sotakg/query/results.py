@@ -18,6 +18,8 @@ from ..errors import UsageProblem, printable
 from ..graph.vocab import PREFIXES, XSD, XSD_STRING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pyoxigraph import BlankNode, Literal, NamedNode, Triple
 
     Term = NamedNode | BlankNode | Literal | Triple
@@ -244,6 +246,41 @@ def sparql_json(result: SelectResult | AskResult) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ formats
+
+
+#: The results format a file's extension names, for SELECT and ASK (``.txt``: the table).
+_TABULAR_EXTENSIONS = {
+    "csv": "csv",
+    "tsv": "tsv",
+    "json": "json",
+    "srj": "json",
+    "xml": "xml",
+    "srx": "xml",
+    "txt": "table",
+}
+
+
+def format_for_output(result: QueryResult, output: Path | None) -> str:
+    """The format ``result`` is written in without ``--format``: the table on standard output, else
+    the one the output file's extension names for this kind of result (``.csv``, ``.json``,
+    ``.xml``; ``.ttl``, ``.nt``, ``.jsonld`` ... for CONSTRUCT and DESCRIBE); UsageProblem for an
+    extension that names none."""
+    from .formats import RDF_FORMATS
+
+    if output is None or str(output) == "-":
+        return "table"
+    extension = output.suffix.lower().lstrip(".")
+    if isinstance(result, GraphResult):
+        if extension == "txt":
+            return "turtle"
+        found = next((name for name, aliases in RDF_FORMATS.items() if extension in (name, *aliases)), None)
+        choices = ", ".join(GRAPH_FORMATS)
+    else:
+        found = _TABULAR_EXTENSIONS.get(extension)
+        choices = ", ".join(TABULAR_FORMATS)
+    if found is None:
+        raise UsageProblem(f"cannot tell the format of {output.name} from its extension; pass --format ({choices})")
+    return found
 
 
 def format_result(result: QueryResult, format_name: str = "table", width: int | None = None) -> str:

@@ -1353,6 +1353,8 @@ def _execute(database: str, text: str, prefixes: dict[str, str], substitutions: 
         store = Store.read_only(database)
     except OSError as error:
         return b"error\n" + f"cannot open the store: {error}".encode()
+    except RuntimeError as error:  # RocksDB's word for a damaged database
+        return b"damaged\n" + f"{database}\n{error}".encode()
     try:
         answer = store.query(text, prefixes=prefixes, substitutions=substitutions)
         if isinstance(answer, QuerySolutions):
@@ -1377,6 +1379,14 @@ def _decode(payload: bytes, text: str) -> QueryResult:
     message = body.decode("utf-8", "replace")
     if kind == b"syntax":
         raise syntax_error(message, text)
+    if kind == b"damaged":
+        from ..records.sources import display_path
+
+        database, _, why = message.partition("\n")
+        raise QueryFailed(
+            f"the store's database {display_path(Path(database))} is damaged ({why}); rebuild it with "
+            f"'sotakg build --force'"
+        )
     raise QueryFailed(f"the query failed: {message}")
 
 
@@ -1488,6 +1498,22 @@ def _kill(pid: int) -> None:
     os.waitpid(pid, 0)
 
 
+def read_standard_input(limit: int, what: str) -> str:
+    """Standard input as UTF-8 text, whatever the locale's encoding: UsageProblem when it holds more
+    than ``limit`` bytes or bytes that are not UTF-8."""
+    import sys
+
+    from ..errors import UsageProblem
+
+    data = sys.stdin.buffer.read(limit + 1)
+    if len(data) > limit:
+        raise UsageProblem(f"{what} on standard input is over {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UsageProblem(f"{what} on standard input is not UTF-8 (byte {error.start + 1}); send UTF-8 text") from None
+
+
 def read_query_text(query: str | None, query_file: Path | None) -> str:
     """The query of ``sotakg sparql``: the argument, else the file (``-`` is standard input), else
     standard input when it is not a terminal. UsageProblem when there is none or both are given."""
@@ -1497,15 +1523,21 @@ def read_query_text(query: str | None, query_file: Path | None) -> str:
 
     if query is not None and query_file is not None:
         raise UsageProblem("give the query as an argument or with --file, not both")
+    from ..records.sources import display_path, read_bounded
+
+    # A query longer than the check takes is refused anyway; four bytes a character at most.
+    limit = 4 * MAX_QUERY_CHARS
     if query is not None:
         text = query
     elif query_file is not None and str(query_file) != "-":
-        try:
-            text = query_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise UsageProblem(f"cannot read the query from {query_file}: {error}") from None
+        try:  # a regular file only: a FIFO would wait, a device never end
+            text = read_bounded(query_file, limit).decode("utf-8")
+        except OSError as error:
+            raise UsageProblem(f"cannot read the query from {display_path(query_file)}: {error}") from None
+        except UnicodeDecodeError:
+            raise UsageProblem(f"the query in {display_path(query_file)} is not UTF-8; save it as UTF-8") from None
     elif query_file is not None or not sys.stdin.isatty():
-        text = sys.stdin.read()
+        text = read_standard_input(limit, "the query")
     else:
         raise UsageProblem("give a query as an argument, with --file FILE, or on standard input")
     if not text.strip():

@@ -143,6 +143,8 @@ def repository_of(data_dir: Path) -> tuple[Path, str]:
     (``data``; empty when the data folder is the repository's top). RevisionError when it is in none."""
     refuse_linked_folder(data_dir, "data folder")
     if not data_dir.is_dir():
+        if data_dir.exists():
+            raise RevisionError(f"{display_path(data_dir)} is a file, not a data folder; pass --data DIR")
         raise RevisionError(f"data folder {display_path(data_dir)} does not exist; pass --data DIR")
     answer = run_git(data_dir, "rev-parse", "--show-toplevel")
     if answer.returncode != 0 and b"bare repository" in answer.stderr:

@@ -566,6 +566,10 @@ def load_anthology(
     ``sources`` and ``contents`` (file bytes by relative path) let a caller that already scanned
     and read the folder avoid doing it twice."""
     if not data_dir.is_dir():
+        if data_dir.exists():
+            raise DataFolderMissing(
+                f"{display_path(data_dir)} is a file, not a data folder; pass the folder of records"
+            )
         raise DataFolderMissing(
             f"data folder {display_path(data_dir)} does not exist; pass --data DIR or create it "
             f"with 'sotakg import markdown PAGE'"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 import threading
@@ -13,6 +14,8 @@ from collections.abc import Collection, Iterable, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple, cast
+
+from ..errors import UsageProblem
 
 #: Files larger than this are refused before they are parsed (``SOTAKG_MAX_FILE_BYTES`` overrides).
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -32,15 +35,24 @@ def display_path(path: Path | str) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
+_ENVIRONMENT_SIZE = re.compile(r"([0-9]+)([KMG]?)", re.ASCII | re.IGNORECASE)
+
+
 def bytes_from_environment(name: str, default: int) -> int:
-    """A size in bytes from the environment variable ``name``: its ASCII digits, however many (past
-    40 digits, 10**40: far past any file), or ``default`` when it is unset or anything else ("²" is
-    a digit to str.isdigit, not to int())."""
-    value = os.environ.get(name, "")
-    if not (value.isascii() and value.isdigit()):
+    """A size (or a count) from the environment variable ``name``: ASCII digits, however many (past
+    40 digits, 10**40: far past any file), with K, M or G for powers of 1024 as the command line's
+    sizes are written; ``default`` when it is unset or empty. UsageProblem for anything else: a cap
+    the user set is never silently replaced by the default ("²" is a digit to str.isdigit only)."""
+    value = os.environ.get(name, "").strip()
+    if not value:
         return default
-    digits = value.lstrip("0") or "0"
-    return int(digits) if len(digits) <= 40 else 10**40
+    found = _ENVIRONMENT_SIZE.fullmatch(value)
+    if found is None:
+        raise UsageProblem(f"{name} is {value[:40]!r}; set it to a number such as 10485760, or 10M, or unset it")
+    digits = found[1].lstrip("0") or "0"
+    if len(digits) > 40:
+        return 10**40
+    return int(digits) * 1024 ** " KMG".index(found[2].upper() or " ")
 
 
 def max_file_bytes() -> int:
@@ -244,7 +256,12 @@ def atomic_write_text(path: Path, text: str) -> None:
         info = os.lstat(path)
     except FileNotFoundError:
         info = None
-    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        try:  # a link to a device (-o out.nt -> /dev/null): replacing it would not do what was meant
+            info = os.stat(path)
+        except OSError:  # dangling: replaced, its target never created
+            info = None
+    if info is not None and not stat.S_ISREG(info.st_mode):
         raise NotARegularFile(
             errno.EINVAL, "not a regular file (a device, FIFO or socket); write to a file or to '-'", str(path)
         )

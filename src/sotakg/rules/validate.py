@@ -581,10 +581,9 @@ def _validate_embedded(
 def _open_current(layout: StoreLayout) -> tuple[Store, Path]:
     """The current generation opened read-only, with its folder: the stored findings and the lines
     must be those of the very graph validated, even when a build swaps the store meanwhile."""
-    from pyoxigraph import Store
 
     from ..errors import StoreError
-    from ..graph.store import DATABASE, hold_generation
+    from ..graph.store import hold_generation, open_database
     from ..records.sources import display_path
 
     generation = layout.current_generation()
@@ -593,9 +592,9 @@ def _open_current(layout: StoreLayout) -> tuple[Store, Path]:
     generation = generation.resolve()
     try:
         hold_generation(generation)
-        return Store.read_only(str(generation / DATABASE)), generation
     except OSError as error:
         raise StoreError(f"cannot open the store at {display_path(layout.path)}: {error}") from None
+    return open_database(layout, generation), generation
 
 
 def validate_store(
