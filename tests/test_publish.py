@@ -498,7 +498,7 @@ def test_no_progress_bar_in_ci_logs(monkeypatch):
 def test_values_compare_in_canonical_form_and_only_equal_values_are_equal():
     from pyoxigraph import Literal, NamedNode
 
-    from sotakg.server.publish_since import comparable
+    from sotakg.query.remote import canonical_value as comparable
 
     year = NamedNode("http://www.w3.org/2001/XMLSchema#gYear")
     integer = NamedNode("http://www.w3.org/2001/XMLSchema#integer")

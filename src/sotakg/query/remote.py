@@ -36,7 +36,7 @@ from ..errors import (
     QueryTimeout,
     UsageProblem,
 )
-from ..graph.vocab import PREFIXES
+from ..graph.vocab import PREFIXES, XSD_GYEAR, XSD_INTEGER
 from .results import AskResult, GraphResult, QueryResult, SelectResult, parse_graph, parse_sparql_results
 from .sparql import (
     DEFAULT_TIMEOUT,
@@ -399,6 +399,8 @@ class HttpAnswer:
     body: bytes
     location: str | None = None
     challenges: tuple[str, ...] = ()  # the WWW-Authenticate header values
+    #: Virtuoso's X-SPARQL-MaxRows: the answer was cut at this many rows (its ResultSetMaxRows).
+    max_rows: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -710,6 +712,7 @@ def _exchange(
             text,
             response.headers.get("Location"),
             tuple(response.headers.get_all("WWW-Authenticate") or ()),
+            response.headers.get("X-SPARQL-MaxRows"),
         )
 
 
@@ -859,9 +862,23 @@ class RemoteBackend:
             raise QueryFailed(str(error)) from None
         if answer.status != 200:
             raise QueryFailed(refusal_message(answer, url, self.environ))
-        if graph_form:
-            return self._graph(answer)
-        return self._table(answer, form)
+        result: QueryResult = self._graph(answer) if graph_form else self._table(answer, form)
+        self._refuse_cut(answer, result)
+        return _in_canonical_form(result)
+
+    def _refuse_cut(self, answer: HttpAnswer, result: QueryResult) -> None:
+        """QueryFailed when the server says it cut the answer at its row limit (Virtuoso's
+        X-SPARQL-MaxRows: ResultSetMaxRows, 10000 in Debian's virtuoso.ini) and the answer has that
+        many rows: a cut answer is never shown as whole."""
+        limit = (answer.max_rows or "").strip()
+        if not (limit.isascii() and limit.isdigit()):
+            return
+        size = len(result.triples) if isinstance(result, GraphResult) else len(getattr(result, "rows", ()))
+        if size >= int(limit):
+            raise QueryFailed(
+                f"{self.label} cut its answer at {limit} rows (its X-SPARQL-MaxRows: Virtuoso's ResultSetMaxRows); "
+                f"nothing is shown: narrow the query, or raise the server's limit"
+            )
 
     def first_method(self, text: str) -> str:
         """The method the query ``text`` goes by first."""
@@ -1001,6 +1018,60 @@ def _virtuoso_ask(result: SelectResult) -> bool | None:
     return text == "1"
 
 
+def _whole_number(sign: str, digits: str) -> tuple[str, str]:
+    """The sign ("" or "-") and digits of a whole number in canonical form: no "+", no leading zero,
+    no "-0". On the text, not int(): a server's answer may hold more digits than int() reads."""
+    digits = digits.lstrip("0") or "0"
+    return ("-" if sign == "-" and digits != "0" else ""), digits
+
+
+def _year_form(match: re.Match[str]) -> str:
+    sign, digits = _whole_number(match[1], match[2])
+    return sign + digits.zfill(4) + (match[3] or "")
+
+
+def _integer_form(match: re.Match[str]) -> str:
+    return "".join(_whole_number(match[1], match[2]))
+
+
+#: The typed literals whose value a server may write in another lexical form than the one sent, each
+#: with the exact pattern of a lexical form and its value's canonical form. Virtuoso 7 writes the
+#: xsd:gYear "-0005" back as "-005" (a form xsd:gYear does not allow), "+7"^^xsd:integer as "7".
+_VALUE_FORMS: dict[str, tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = {
+    XSD_GYEAR: (re.compile(r"([+-]?)(\d+)(Z|[+-]\d\d:\d\d)?", re.ASCII), _year_form),
+    XSD_INTEGER: (re.compile(r"([+-]?)(\d+)", re.ASCII), _integer_form),
+}
+
+
+def canonical_value(term: object) -> object:
+    """``term``, or for a literal of a type in ``_VALUE_FORMS``, the literal with its value in canonical
+    form: two graphs are the same when they hold the same values, whichever form a server wrote."""
+    from pyoxigraph import Literal
+
+    if not isinstance(term, Literal):
+        return term
+    form = _VALUE_FORMS.get(term.datatype.value)
+    if form is None:
+        return term
+    pattern, canonical = form
+    match = pattern.fullmatch(term.value)
+    return Literal(canonical(match), datatype=term.datatype) if match else term
+
+
+def _in_canonical_form(result: QueryResult) -> QueryResult:
+    """``result`` with each value a server may write in another form (``canonical_value``) as the
+    embedded store writes it, so that an answer shows what the local one does."""
+    from pyoxigraph import Triple
+
+    if isinstance(result, SelectResult):
+        rows = tuple(tuple(canonical_value(term) for term in row) for row in result.rows)
+        return SelectResult(result.variables, rows)  # type: ignore[arg-type]
+    if isinstance(result, GraphResult):
+        triples = tuple(Triple(t.subject, t.predicate, canonical_value(t.object)) for t in result.triples)  # type: ignore[arg-type]
+        return GraphResult(triples)
+    return result
+
+
 FETCH_GRAPH_QUERY = "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }"
 
 
@@ -1021,4 +1092,29 @@ def fetch_graph(
     result = backend.run(FETCH_GRAPH_QUERY, None, timeout)
     if not isinstance(result, GraphResult):
         raise QueryFailed(f"{backend.label} answered a CONSTRUCT query with something other than triples")
+    # A server may cut a CONSTRUCT answer at its row limit without a word (Virtuoso does): the
+    # graph is checked only when it is all there, as the server counts it.
+    counted = backend.run(COUNT_GRAPH_QUERY, None, timeout)
+    total = _single_count(counted)
+    fetched = len(set(result.triples))
+    if total is None:
+        raise QueryFailed(f"{backend.label} did not answer how many triples its graph holds; nothing is checked")
+    if fetched != total:
+        raise QueryFailed(
+            f"{backend.label} sent {fetched} of the {total} triples it holds (a row limit of the server's, such as "
+            f"Virtuoso's ResultSetMaxRows, or a graph that changed meanwhile); nothing is checked: raise the "
+            f"server's limit, or try again"
+        )
     return serialize(result.triples, format=RdfFormat.N_TRIPLES) or b""
+
+
+COUNT_GRAPH_QUERY = "SELECT (COUNT(*) AS ?triples) WHERE { ?s ?p ?o }"
+
+
+def _single_count(result: QueryResult) -> int | None:
+    """The one integer of a one-row, one-column answer, or None."""
+    rows = getattr(result, "rows", None)
+    if not rows or len(rows) != 1 or len(rows[0]) != 1:
+        return None
+    text = getattr(rows[0][0], "value", None)
+    return int(text) if isinstance(text, str) and text.isascii() and text.isdigit() else None

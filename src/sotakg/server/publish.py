@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
@@ -113,10 +114,13 @@ def update_endpoint_beside(endpoint: str) -> str | None:
 
 
 def staging_graph(graph: str | None) -> str:
-    """The staging graph for ``graph`` (or the default graph): one per target, so a publish that
-    died half-way leaves one graph behind, which the next publish replaces."""
+    """A staging graph for ``graph`` (or the default graph) of this publish alone: the target's digest
+    and a random part. Two publishes of one graph at once each move their own triples (a shared one
+    moved one run's triples under the other's report, and on Virtuoso, whose MOVE of a graph gone
+    clears the target, left it empty). A publish killed between its upload and its swap leaves its
+    staging graph behind (``urn:sotakg:staging:…``): DROP it."""
     digest = hashlib.sha256((graph or "default graph").encode("utf-8")).hexdigest()[:24]
-    return STAGING_PREFIX + digest
+    return f"{STAGING_PREFIX}{digest}-{secrets.token_hex(8)}"
 
 
 def swap_update(staging: str, graph: str | None) -> str:

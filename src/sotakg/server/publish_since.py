@@ -13,7 +13,6 @@ same size apart, and a wrong guess here corrupts the published graph.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,10 +20,10 @@ from pathlib import Path
 
 from ..errors import EndpointError, UsageProblem
 from ..graph.delta import sparql_update, triple_delta
-from ..graph.vocab import XSD_GYEAR, XSD_INTEGER
 from ..query.remote import (
     N_TRIPLES,
     authorized_request,
+    canonical_value,
     check_endpoint,
     check_graph_iri,
     refusal_message,
@@ -76,62 +75,22 @@ def update_endpoint_for(endpoint: str) -> str:
     return beside
 
 
-def _whole_number(sign: str, digits: str) -> tuple[str, str]:
-    """The sign ("" or "-") and digits of a whole number in canonical form: no "+", no leading zero,
-    no "-0". On the text, not int(): a server's answer may hold more digits than int() reads."""
-    digits = digits.lstrip("0") or "0"
-    return ("-" if sign == "-" and digits != "0" else ""), digits
-
-
-def _year_form(match: re.Match[str]) -> str:
-    sign, digits = _whole_number(match[1], match[2])
-    return sign + digits.zfill(4) + (match[3] or "")
-
-
-def _integer_form(match: re.Match[str]) -> str:
-    return "".join(_whole_number(match[1], match[2]))
-
-
-#: The typed literals whose value a server may write in another lexical form than the one sent, each
-#: with the exact pattern of a lexical form and its value's canonical form. Virtuoso 7 writes the
-#: xsd:gYear "-0005" back as "-005" (a form xsd:gYear does not allow), "+7"^^xsd:integer as "7".
-_VALUE_FORMS: dict[str, tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = {
-    XSD_GYEAR: (re.compile(r"([+-]?)(\d+)(Z|[+-]\d\d:\d\d)?", re.ASCII), _year_form),
-    XSD_INTEGER: (re.compile(r"([+-]?)(\d+)", re.ASCII), _integer_form),
-}
-
-
-def comparable(term: object) -> object:
-    """``term``, or for a literal of a type in ``_VALUE_FORMS``, the literal with its value in canonical
-    form: two graphs are the same when they hold the same values, whichever form a server wrote."""
-    from pyoxigraph import Literal
-
-    if not isinstance(term, Literal):
-        return term
-    form = _VALUE_FORMS.get(term.datatype.value)
-    if form is None:
-        return term
-    pattern, canonical = form
-    match = pattern.fullmatch(term.value)
-    return Literal(canonical(match), datatype=term.datatype) if match else term
-
-
 def _graph_triples(ntriples: bytes) -> set[tuple[object, object, object]]:
     from pyoxigraph import RdfFormat, parse
 
-    return {(q.subject, q.predicate, comparable(q.object)) for q in parse(ntriples, format=RdfFormat.N_TRIPLES)}
+    return {(q.subject, q.predicate, canonical_value(q.object)) for q in parse(ntriples, format=RdfFormat.N_TRIPLES)}
 
 
 def expected_graph(anthology: Anthology) -> set[tuple[object, object, object]]:
     """The triples a full publish of ``anthology`` puts on a server (the ontology and the records), their
-    literals in the form ``comparable`` gives, as the server's graph is read."""
+    literals in the form ``canonical_value`` gives, as the server's graph is read."""
     from pyoxigraph import RdfFormat, parse
 
     from ..graph.rdf import anthology_ntriples
     from ..resources import ontology_path
 
     triples = {
-        (q.subject, q.predicate, comparable(q.object))
+        (q.subject, q.predicate, canonical_value(q.object))
         for q in parse(path=str(ontology_path()), format=RdfFormat.TURTLE)
     }
     return triples | _graph_triples(anthology_ntriples(anthology))
@@ -173,7 +132,8 @@ def publish_since(
     """Turn the server's graph from BASE's (``since``: a git revision or a data folder) into this data
     folder's with one SPARQL Update, after checking the server holds BASE's graph; publish the whole
     graph instead when it does not (``publish.publish`` with ``update_endpoint``, ``swap`` and
-    ``progress``). Raises UsageProblem, RevisionError, DataError or EndpointError."""
+    ``progress``), or when the graph read again after the update is not this folder's (it changed in
+    between). Raises UsageProblem, RevisionError, DataError or EndpointError."""
     check_endpoint(endpoint)
     if graph is not None:
         check_graph_iri(graph)
@@ -208,6 +168,16 @@ def publish_since(
         if answer.status in (403, 404, 405):
             message += "\ndoes the server take updates there? without --since, publish sends the whole graph"
         raise EndpointError(message)
+    # The check and the update are two requests: a graph another publish replaced in between got
+    # this change too, and holds neither side's graph. Checked again, it is then published whole.
+    now = server_graph(endpoint, graph, timeout, max_bytes, environ)
+    if now != expected_graph(head):
+        full = publish(
+            data_dir, store_path, endpoint, graph, timeout, max_bytes, environ,
+            update_endpoint=update_endpoint, swap=swap, progress=progress,
+        )  # fmt: skip
+        why = "the graph changed on the server while the change was sent (another publish?)"
+        return SinceReport(full.url, graph, 0, 0, full.status, full.seconds, full, why)
     return SinceReport(
         update_url,
         graph,
