@@ -406,3 +406,27 @@ def test_output_with_a_trailing_slash_is_not_written_as_a_file(runner, built_sto
     _no_traceback(result)
     assert not target.is_file(), "a file named pages was written for -o pages/"
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", "site", ""],
+        ["export", "index", "--all", "-o", ""],
+        ["export", "rdf", "-o", ""],
+        ["validate", "-o", ""],
+        ["serve", "--host", ""],
+    ],
+    ids=["export-site", "export-index", "export-rdf", "validate", "serve-host"],
+)
+def test_an_empty_path_or_address_is_a_usage_error(runner, workdir: Path, args: list[str]) -> None:
+    """The bug: an empty value (an unset variable: `sotakg export site "$OUT"`) was the current
+    folder for a path, where the site and the index pages were written, and every interface for
+    `serve --host`, which put the server on the network with a warning.
+    The rule: an empty path or address is a usage error (exit 2) saying so; nothing is written."""
+    before = sorted(path.name for path in workdir.iterdir())
+    result = runner.invoke(cli, args)
+    _no_traceback(result)
+    assert result.exit_code == 2, result.output
+    assert "an empty" in result.output
+    assert sorted(path.name for path in workdir.iterdir()) == before

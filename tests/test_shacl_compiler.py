@@ -607,3 +607,281 @@ def test_the_shipped_cycle_rules_run_in_one_pass() -> None:
         ("http://purl.org/dc/terms/isReplacedBy", True),
     )
     assert [s.name for s in shapes if any("cycle" in c.args for c in s.constraints)] == [adrs.name, rule.name]
+
+
+# ------------------------------------------------------------------------------ refusals, exactly
+
+NOT_SUPPORTED = "which the SPARQL engine does not support"
+
+
+@pytest.mark.parametrize(
+    ("shapes", "error", "message"),
+    [
+        (
+            'ex:S a sh:NodeShape ; sh:targetNode ex:a ; sh:sparql [ sh:select "SELECT (COUNT(*) AS ?n) '
+            'WHERE { $this ?p ?o }" ] .',
+            UnsupportedShape,
+            "shape http://example.org/S uses an aggregate without GROUP BY $this in a SPARQL constraint, "
+            f"{NOT_SUPPORTED}: it cannot run over all focus nodes at once",
+        ),
+        (
+            'ex:S a sh:NodeShape ; sh:targetNode ex:a ; sh:sparql [ sh:select "SELECT $this WHERE '
+            '{ GRAPH ?g { $this ?p ?o } }" ] .',
+            UnsupportedShape,
+            f"shape http://example.org/S uses GRAPH in a SPARQL constraint, {NOT_SUPPORTED}",
+        ),
+        (  # even as the query's very last words
+            'ex:S a sh:NodeShape ; sh:targetNode ex:a ; sh:sparql [ sh:select "SELECT $this WHERE '
+            '{ $this ?p ?o } AS $this" ] .',
+            ShapesError,
+            "shape http://example.org/S: a SPARQL constraint may not assign the pre-bound $this",
+        ),
+        (
+            'ex:S a sh:NodeShape ; sh:targetNode ex:a ; sh:sparql [ sh:select "ASK { $this ?p ?o }" ] .',
+            ShapesError,
+            "shape http://example.org/S: sh:select holds no SELECT query",
+        ),
+        (
+            "ex:S a sh:NodeShape ; sh:targetNode ex:a ; sh:in ( ex:x _:b ) .",
+            UnsupportedShape,
+            f"shape http://example.org/S uses a blank node in sh:in, {NOT_SUPPORTED}: "
+            "a blank node cannot be written into a query",
+        ),
+        (
+            "ex:A a sh:NodeShape ; sh:targetNode ex:a ; sh:node ex:B . ex:B sh:node ex:A .",
+            UnsupportedShape,
+            f"shape http://example.org/A uses a recursive shape reference, {NOT_SUPPORTED}: "
+            "SHACL leaves recursion undefined",
+        ),
+        (
+            'ex:S a sh:NodeShape ; sh:targetNode ex:a ; sh:class "C" .',
+            ShapesError,
+            'shape http://example.org/S: sh:class must be an IRI, not "C"',
+        ),
+        (
+            "ex:C a sh:ConstraintComponent ; sh:parameter [ sh:path ex:lang ] ; sh:validator ex:V ."
+            ' ex:V sh:select "SELECT $this WHERE { }" . ex:S a sh:NodeShape ; sh:targetNode ex:a ; ex:lang "en" .',
+            ShapesError,
+            "constraint component http://example.org/C: validator http://example.org/V needs one sh:ask "
+            "(or, as a node or property validator, one sh:select)",
+        ),
+        (
+            'ex:C a sh:ConstraintComponent ; sh:parameter [ sh:optional true ] ; sh:validator [ sh:ask "ASK {}" ] .',
+            ShapesError,
+            "constraint component http://example.org/C: a parameter needs one IRI sh:path",
+        ),
+    ],
+)
+def test_refusals_name_the_shape_the_feature_and_the_reason_exactly(shapes: str, error: type, message: str) -> None:
+    """What the compiler refuses it refuses when compiling, with a message that names the shape (or
+    the constraint component), what in it is refused and, for what is not implemented, why."""
+    with pytest.raises(error) as raised:
+        compile_shapes(PREFIXES + shapes)
+    assert type(raised.value) is error
+    assert str(raised.value) == message
+
+
+# ------------------------------------------------------------------------------ results and messages
+
+
+def test_default_node_kind_message_names_the_kind() -> None:
+    """sh:nodeKind's default message names the node kind asked for, as prefix:name."""
+    data = store_of("ex:a ex:p 1 .")
+    shapes = PREFIXES + "ex:S a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ex:p ; sh:nodeKind sh:IRI ."
+    (result,) = validate(data, shapes).results
+    assert result.messages == ("Value is not of node kind sh:IRI",)
+
+
+def test_path_in_a_message_is_the_result_path() -> None:
+    """``{$path}`` in a message is the result's path: the shape's path, or for sh:closed the
+    predicate that is not allowed."""
+    data = store_of("ex:a ex:p 1 ; ex:q 2 .")
+    shapes = (
+        PREFIXES
+        + """
+    ex:Missing a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ex:r ; sh:minCount 1 ;
+        sh:message "{$path} is missing on {$this}" .
+    ex:Closed a sh:NodeShape ; sh:targetNode ex:a ; sh:closed true ; sh:property [ sh:path ex:p ] .
+    """
+    )
+    assert [(r.source_shape, r.path, r.messages) for r in validate(data, shapes).results] == [
+        (
+            "http://example.org/Closed",
+            "http://example.org/q",
+            ("Predicate http://example.org/q is not allowed (closed shape)",),
+        ),
+        (
+            "http://example.org/Missing",
+            "http://example.org/r",
+            ("http://example.org/r is missing on http://example.org/a",),
+        ),
+    ]
+
+
+def test_a_sparql_constraint_binding_message_overrides_the_template() -> None:
+    """A SPARQL constraint that binds ``?message`` gets that literal as its result's message, not
+    its sh:message template."""
+    data = store_of("ex:a ex:p 1 .")
+    shapes = (
+        PREFIXES
+        + """
+    ex:S a sh:NodeShape ; sh:targetNode ex:a ;
+        sh:sparql [ sh:message "the template" ;
+            sh:select "SELECT $this ?message WHERE { $this ?p ?o BIND(CONCAT('bound ', STR(?o)) AS ?message) }" ] .
+    """
+    )
+    (result,) = validate(data, shapes).results
+    assert result.messages == ("bound 1",)
+
+
+def test_a_component_message_is_used_when_its_validator_has_none() -> None:
+    """A constraint component's own sh:message serves its validators that declare none."""
+    data = store_of('ex:a ex:label "Hallo"@de, "Hello"@en .')
+    shapes = (
+        PREFIXES
+        + """
+    ex:LanguageComponent a sh:ConstraintComponent ;
+        sh:parameter [ sh:path ex:lang ] ;
+        sh:message "{?value} is not in language {$lang}" ;
+        sh:validator [ a sh:SPARQLAskValidator ; sh:ask "ASK { FILTER(langMatches(lang($value), $lang)) }" ] .
+    ex:S a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ex:label ; ex:lang "en" .
+    """
+    )
+    assert [(r.value.value, r.messages) for r in validate(data, shapes).results] == [
+        ("Hallo", ("Hallo is not in language en",))
+    ]
+
+
+def test_an_ask_validator_on_a_complex_path_names_the_path_in_its_message() -> None:
+    """An ASK validator of a property shape whose path is not one predicate reports that path, as
+    SPARQL text, in the result and as ``{$path}`` in its message."""
+    data = store_of('ex:a ex:p ex:b . ex:b ex:label "Hallo"@de, "Hello"@en .')
+    shapes = (
+        PREFIXES
+        + """
+    ex:LanguageComponent a sh:ConstraintComponent ;
+        sh:parameter [ sh:path ex:lang ] ;
+        sh:validator [ a sh:SPARQLAskValidator ; sh:message "{?value} at {$path} is not in language {$lang}" ;
+            sh:ask "ASK { FILTER(langMatches(lang($value), $lang)) }" ] .
+    ex:S a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ( ex:p ex:label ) ; ex:lang "en" .
+    """
+    )
+    path = "(<http://example.org/p>/<http://example.org/label>)"
+    assert [(r.path, r.value.value, r.messages) for r in validate(data, shapes).results] == [
+        (path, "Hallo", (f"Hallo at {path} is not in language en",))
+    ]
+
+
+@pytest.mark.parametrize("modifier", ["DISTINCT", "REDUCED"])
+def test_a_constraint_projecting_distinct_values_without_this_still_reports_its_focus(modifier: str) -> None:
+    """A SELECT DISTINCT (or REDUCED) constraint that does not project $this reports each row under
+    the focus node it was found for."""
+    data = store_of("ex:a ex:p ex:b, ex:c . ex:b ex:q 1 .")
+    query = (
+        f"SELECT {modifier} ?value WHERE {{ $this <http://example.org/p> ?value FILTER NOT EXISTS {{ ?value ?x ?y }} }}"
+    )
+    shapes = PREFIXES + f'ex:S a sh:NodeShape ; sh:targetNode ex:a ; sh:sparql [ sh:select "{query}" ] .'
+    assert findings(validate(data, shapes)) == [("http://example.org/a", "http://example.org/c")]
+
+
+def test_qualified_min_count_fails_a_focus_node_without_values() -> None:
+    """sh:qualifiedMinCount counts zero conforming values for a focus node that has no value at all."""
+    data = store_of("ex:a ex:p ex:x . ex:x a ex:C . ex:b ex:other 1 .")
+    shapes = (
+        PREFIXES
+        + """
+    ex:S a sh:PropertyShape ; sh:targetNode ex:a, ex:b ; sh:path ex:p ;
+        sh:qualifiedValueShape ex:IsC ; sh:qualifiedMinCount 1 .
+    ex:IsC sh:class ex:C .
+    """
+    )
+    assert [(r.focus.value, r.component, r.messages) for r in validate(data, shapes).results] == [
+        (
+            "http://example.org/b",
+            SH + "QualifiedMinCountConstraintComponent",
+            ("Fewer than 1 values conform to <http://example.org/IsC>",),
+        )
+    ]
+
+
+# ------------------------------------------------------------------------------ the shapes graph
+
+
+def test_a_shapes_graph_holding_triple_terms_keeps_its_other_statements() -> None:
+    """Statements whose object is an RDF 1.2 triple term are no SHACL; they are passed over, and
+    the statements after them are read as usual."""
+    data = store_of("ex:a ex:p 1 .")
+    shapes = (
+        PREFIXES
+        + """
+    ex:S ex:reviewed <<( ex:S sh:maxCount 0 )>> .
+    ex:S a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ex:p ; sh:maxCount 0 .
+    """
+    )
+    assert [(r.focus.value, r.messages) for r in validate(data, shapes).results] == [
+        ("http://example.org/a", ("More than 0 values",))
+    ]
+
+
+def test_a_shape_the_shapes_graph_says_nothing_about_is_empty() -> None:
+    """A reference to a shape the shapes graph does not describe is to an empty shape: every node
+    conforms to it (sh:node passes, sh:not fails)."""
+    data = store_of("ex:a ex:p 1 .")
+    shapes = PREFIXES + "ex:S a sh:NodeShape ; sh:targetNode ex:a ; sh:node ex:Nothing ; sh:not ex:Nothing ."
+    assert [(r.component, r.messages) for r in validate(data, shapes).results] == [
+        (SH + "NotConstraintComponent", ("Value conforms to <http://example.org/Nothing>, which it must not",))
+    ]
+
+
+def test_an_implicit_class_target_follows_subclasses_of_node_shape_in_the_shapes_graph() -> None:
+    """A class that is a node shape through a subclass of sh:NodeShape (in the shapes graph) targets
+    its instances, as one typed sh:NodeShape directly does."""
+    data = store_of("ex:bob a ex:Person . ex:ann a ex:Person ; ex:name 'Ann' .")
+    shapes = (
+        PREFIXES
+        + """
+    ex:ShapeClass rdfs:subClassOf sh:NodeShape .
+    ex:Person a rdfs:Class, ex:ShapeClass ; sh:property [ sh:path ex:name ; sh:minCount 1 ] .
+    """
+    )
+    assert [(r.focus.value, r.root_shape, r.component) for r in validate(data, shapes).results] == [
+        ("http://example.org/bob", "http://example.org/Person", SH + "MinCountConstraintComponent")
+    ]
+
+
+# ------------------------------------------------------------------------------ progress and plans
+
+
+def test_progress_is_told_of_each_targeted_shape_and_of_the_end() -> None:
+    """``progress(done, total, shape)`` is called before each targeted shape, by name, and once
+    more at the end with ``"done"``."""
+    compiled = compile_shapes(
+        PREFIXES
+        + "ex:T a sh:NodeShape ; sh:targetNode ex:a . ex:S a sh:NodeShape ; sh:targetNode ex:a ; sh:class ex:C ."
+    )
+    calls: list[tuple[int, int, str]] = []
+    compiled.validate(store_of("ex:a ex:p 1 ."), progress=lambda *call: calls.append(call))
+    assert calls == [(0, 2, "http://example.org/S"), (1, 2, "http://example.org/T"), (2, 2, "done")]
+
+
+def test_an_or_narrowed_by_a_value_stays_a_hash_anti_join_over_a_class() -> None:
+    """sh:or of "not this value" and another member, over a class target, checks the other member on
+    the nodes with the value only, and still as an anti-join (MINUS) over that large focus."""
+    data = CountingStore(many_practices(40))
+    shapes = (
+        PREFIXES
+        + """
+    ex:RejectedNeedsReason a sh:NodeShape ; sh:targetClass sota:Practice ;
+        sh:or (
+            [ sh:not [ sh:path sota:status ; sh:hasValue sota:Rejected ] ]
+            [ sh:path sota:rejectionReason ; sh:minCount 1 ]
+        ) .
+    """
+    )
+    report = validate(data, shapes)  # type: ignore[arg-type]
+    assert [(r.focus.value, r.component) for r in report.results] == [
+        (f"{ID}SOTA-010", SH + "OrConstraintComponent"),
+        (f"{ID}SOTA-030", SH + "OrConstraintComponent"),
+    ]
+    (check,) = [q for q in data.queries if "rejectionReason" in q]
+    assert "ontology#Rejected>" in check and "MINUS" in check and "NOT EXISTS" not in check

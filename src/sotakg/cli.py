@@ -87,6 +87,14 @@ def main() -> None:
         raise SystemExit(1) from None
 
 
+def _listen_address(value: str) -> str:
+    """``--host``, refused when empty: the system would take it for every interface (an unset
+    variable would put the server on the network); every interface is asked for as 0.0.0.0."""
+    if not value.strip():
+        raise click.BadParameter("an empty address; give one (127.0.0.1, or 0.0.0.0 for every interface)")
+    return value
+
+
 def _store_path(value: Path) -> Path:
     """``--store``, refused (exit 2) when it names no folder of its own (``.``, ``..``, ``/``, an
     empty value) or is not UTF-8 (the database takes only UTF-8 paths)."""
@@ -188,6 +196,9 @@ class OutputPath(click.Path):
     elsewhere it is remembered (``OUTPUT_WRITTEN_AS_FOLDER``)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            # Path("") is the current folder: an unset variable would write into it
+            self.fail("an empty path; give the name of the file or folder to write", param, ctx)
         if isinstance(value, str) and value != "-" and value.endswith("/"):
             if not self.dir_okay:
                 self.fail(f"{value!r} is written as a folder; give the name of the file to write", param, ctx)
@@ -953,7 +964,7 @@ def export_view_command(
 
 
 @export_group.command(name="site")
-@click.argument("folder", metavar="DIR", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("folder", metavar="DIR", type=OutputPath(file_okay=False, path_type=Path))
 @click.option("--mermaid", is_flag=True, help="Show diagrams as Mermaid source even when Graphviz is installed.")
 @timeout_option
 @click.pass_context
@@ -981,7 +992,13 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
 
 
 @cli.command(name="serve")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    callback=lambda ctx, param, value: _listen_address(value),
+    help="Address to listen on (loopback by default; 0.0.0.0 for every interface).",
+)
 @click.option("--port", type=click.IntRange(1, 65535), default=7878, show_default=True, help="Port to listen on.")
 @click.option(
     "--timeout",
