@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ExportError, UsageProblem
-from ..records.sources import SourceTooLarge, atomic_write_text, display_path, read_bounded, refuse_linked_folder
+from ..records.sources import (
+    SourceTooLarge,
+    atomic_write_text,
+    display_path,
+    read_bounded,
+    refuse_link_to_a_device,
+    refuse_linked_folder,
+)
 
 if TYPE_CHECKING:
     from pyoxigraph import RdfFormat
@@ -71,6 +78,7 @@ def write_output(content: str | bytes, output: Path | None) -> None:
     if output.parent != Path():
         refuse_linked_folder(output.parent, "output folder")  # the file itself, if a link, is replaced
     try:
+        refuse_link_to_a_device(output)
         atomic_write_text(output, text)
     except OSError as error:
         raise ExportError(f"cannot write {display_path(output)}: {error.strerror or error}") from None

@@ -245,6 +245,23 @@ def scan_sources(data_dir: Path, only: Collection[str] | None = None) -> list[So
     return found
 
 
+def refuse_link_to_a_device(path: Path) -> None:
+    """NotARegularFile when ``path``, named by the user, is a link to a device, FIFO or socket
+    (``-o /dev/stdout``, ``-o out.nt -> /dev/null``): replacing the link, as ``atomic_write_text``
+    does with any link, would not write where was meant, and as root would replace a system file."""
+    try:
+        if not os.path.islink(path):
+            return
+        info = os.stat(path)
+    except OSError:  # dangling: replaced, its target never created
+        return
+    if not stat.S_ISREG(info.st_mode):
+        raise NotARegularFile(
+            errno.EINVAL, "a link to a device, FIFO or socket; write to a file, or to '-' for standard output",
+            str(path),
+        )
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part.
 
@@ -256,12 +273,7 @@ def atomic_write_text(path: Path, text: str) -> None:
         info = os.lstat(path)
     except FileNotFoundError:
         info = None
-    if info is not None and stat.S_ISLNK(info.st_mode):
-        try:  # a link to a device (-o out.nt -> /dev/null): replacing it would not do what was meant
-            info = os.stat(path)
-        except OSError:  # dangling: replaced, its target never created
-            info = None
-    if info is not None and not stat.S_ISREG(info.st_mode):
+    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
         raise NotARegularFile(
             errno.EINVAL, "not a regular file (a device, FIFO or socket); write to a file or to '-'", str(path)
         )
@@ -376,6 +388,7 @@ __all__ = [
     "NotARegularFile",
     "SourceTooLarge",
     "bytes_from_environment",
+    "refuse_link_to_a_device",
     "read_bounded",
     "read_many",
     "too_large",
