@@ -257,7 +257,8 @@ def refuse_link_to_a_device(path: Path) -> None:
         return
     if not stat.S_ISREG(info.st_mode):
         raise NotARegularFile(
-            errno.EINVAL, "a link to a device, FIFO or socket; write to a file, or to '-' for standard output",
+            errno.EINVAL,
+            "a link to a device, FIFO or socket; write to a file, or to '-' for standard output",
             str(path),
         )
 
