@@ -160,7 +160,8 @@ def run(
     kept: dict[str, object] = {}
     if survivors_only:
         codes = exit_codes(module)
-        names = [name for name, status in verdicts(module).items() if status not in ("killed", "timeout")]
+        left = ("killed", "timeout", "not checked")  # a sample's unchecked mutants are not survivors
+        names = [name for name, status in verdicts(module).items() if status not in left]
         if not names:
             return
         kept = {name: code for name, code in codes.items() if name not in names}
@@ -169,6 +170,9 @@ def run(
         # mutmut takes a copy newer than its source for mutated already: a copy left unmutated by the
         # run of another module would be taken for this module's mutants. Removed, it is mutated afresh.
         (REPO / "mutants" / module).unlink(missing_ok=True)
+        # mutmut keeps each mutant's exit code in the .meta beside it: an earlier run's would stand
+        # for mutants this run does not check (a sample), so the table would mix runs.
+        (REPO / "mutants" / f"{module}.meta").unlink(missing_ok=True)
         if sample is not None:
             # A name no mutant has: mutmut makes the mutants and maps the tests, and runs none; then
             # the sample is drawn from the names it made.

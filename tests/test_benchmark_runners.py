@@ -49,6 +49,31 @@ def test_a_full_run_mutates_the_module_afresh(mutmut_calls):
     assert not (mutation.REPO / "mutants" / module).exists()
 
 
+def test_a_survivors_run_after_a_sample_leaves_the_unchecked_mutants_alone(mutmut_calls):
+    module, calls = mutmut_calls
+    meta = mutation.REPO / "mutants" / f"{module}.meta"
+    meta.write_text(json.dumps({"exit_code_by_key": {"m.a": 1, "m.b": 0, "m.c": None, "m.d": None}}))
+    mutation.run(module, 1, survivors_only=True)
+    assert [call[2] for call in calls] == [["m.b"]]  # m.c and m.d were never checked: not survivors
+
+
+def test_a_full_run_forgets_the_verdicts_of_the_run_before(mutmut_calls, monkeypatch):
+    module, _calls = mutmut_calls
+    meta = mutation.REPO / "mutants" / f"{module}.meta"
+
+    def keeping_mutmut(argv, **_):  # as mutmut does, a .meta left in place keeps its verdicts
+        asked = json.loads(argv[-1])
+        codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else dict.fromkeys("abcd")
+        codes = {name if name.startswith("m.") else f"m.{name}": code for name, code in codes.items()}
+        codes.update({name: 1 for name in codes if any(fnmatch(name, pattern) for pattern in asked[2])})
+        meta.write_text(json.dumps({"exit_code_by_key": codes}))
+
+    monkeypatch.setattr(mutation.subprocess, "run", keeping_mutmut)
+    mutation.run(module, 1, sample=1, seed=0)
+    # only the drawn mutant has a verdict: the earlier run's verdicts on the others are gone
+    assert sum(code is not None for code in mutation.exit_codes(module).values()) == 1
+
+
 def test_a_survivors_run_names_only_the_mutants_left_alive_and_keeps_the_copy(mutmut_calls):
     module, calls = mutmut_calls
     mutation.run(module, 1, survivors_only=True)
