@@ -566,6 +566,19 @@ def published_side(runner, target: Target, side: tuple[Path, Path], graph: str) 
 # ------------------------------------------------------------------------------------------ values
 
 
+def _local_and_remote(
+    runner, target: Target, side: tuple[Path, Path], graph: str, name: str, parameter: str
+) -> tuple[str, str]:
+    """The JSON answers of canned query ``name`` (one ``-p`` parameter) on ``side``'s store and on
+    ``target``, after publishing ``side`` there into ``graph``."""
+    publish_to(runner, target, side, graph)
+    args = ["query", name, "-p", parameter, "-f", "json"]
+    local = run(runner, side, *args)
+    remote = run(runner, side, *args, "--endpoint", target.query, "--graph", graph)
+    assert local.exit_code == 0 and remote.exit_code == 0, remote.output
+    return local.stdout, remote.stdout
+
+
 def test_a_canned_query_shows_a_year_before_1_as_the_embedded_store_does_on_virtuoso(
     runner, virtuoso_target, data_copy, tmp_path
 ):
@@ -580,14 +593,11 @@ def test_a_canned_query_shows_a_year_before_1_as_the_embedded_store_does_on_virt
 
     graph = "https://example.org/graphs/review-year"
     set_fields(data_copy / "papers" / "LIT-016.yaml", year="-5")  # the paper SOTA-017 cites
-    side = (data_copy, tmp_path / "store")
-    publish_to(runner, virtuoso_target, side, graph)
-    args = ["query", "papers-of", "-p", "practice=SOTA-017", "-f", "json"]
-    local = run(runner, side, *args)
-    remote = run(runner, side, *args, "--endpoint", virtuoso_target.query, "--graph", graph)
-    assert local.exit_code == 0 and remote.exit_code == 0, remote.output
-    assert '"-0005"' in local.stdout
-    assert rows(remote.stdout) == rows(local.stdout)
+    local, remote = _local_and_remote(
+        runner, virtuoso_target, (data_copy, tmp_path / "store"), graph, "papers-of", "practice=SOTA-017"
+    )
+    assert '"-0005"' in local
+    assert rows(remote) == rows(local)
 
 
 # ------------------------------------------------------------------------------------------ cut answers
@@ -825,11 +835,8 @@ def test_practices_mentioning_finds_on_virtuoso_what_it_finds_locally(runner, vi
 
     graph = "https://example.org/graphs/review-case"
     set_fields(data_copy / "practices" / "SOTA-189.yaml", title='"Track the ΛΟΓΟΣ of each run"')
-    side = (data_copy, tmp_path / "store")
-    publish_to(runner, virtuoso_target, side, graph)
-    args = ["query", "practices-mentioning", "-p", "text=λογος", "-f", "json"]
-    local = run(runner, side, *args)
-    remote = run(runner, side, *args, "--endpoint", virtuoso_target.query, "--graph", graph)
-    assert local.exit_code == 0 and remote.exit_code == 0, remote.output
-    assert "SOTA-189" in local.stdout
-    assert rows(remote.stdout) == rows(local.stdout)
+    local, remote = _local_and_remote(
+        runner, virtuoso_target, (data_copy, tmp_path / "store"), graph, "practices-mentioning", "text=λογος"
+    )
+    assert "SOTA-189" in local
+    assert rows(remote) == rows(local)
