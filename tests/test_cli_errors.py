@@ -430,3 +430,12 @@ def test_an_empty_path_or_address_is_a_usage_error(runner, workdir: Path, args: 
     assert result.exit_code == 2, result.output
     assert "an empty" in result.output
     assert sorted(path.name for path in workdir.iterdir()) == before
+
+
+def test_queries_markdown_with_a_name_is_a_usage_error(runner) -> None:
+    """The bug: `sotakg queries adrs --markdown` printed the query's details and dropped --markdown
+    without a word. The rule: an option that cannot apply is a usage error, not ignored."""
+    result = runner.invoke(cli, ["queries", "adrs", "--markdown"])
+    _no_traceback(result)
+    assert result.exit_code == 2
+    assert "--markdown prints the list of queries" in result.output

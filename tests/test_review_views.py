@@ -183,7 +183,8 @@ def test_site_does_not_name_a_decision_in_force_inside_a_supersession_cycle(runn
     data = write_records(
         tmp_path / "data",
         {
-            "practices/SOTA-001.yaml": "id: SOTA-001\nversion: 1\ntitle: plain\nstatus: Active\n",
+            "practices/SOTA-001.yaml": "id: SOTA-001\nversion: 1\ntitle: plain\nstatus: Active\ntopic: pipes\n",
+            "topics/pipes.yaml": "id: pipes\nlabel: Pipelines\n",
             "adrs/ADR-001.yaml": "id: ADR-001\nstatus: Superseded\nsupersedes: [ADR-002]\nsuperseded_by: ADR-002\n",
             "adrs/ADR-002.yaml": "id: ADR-002\nstatus: Superseded\nsupersedes: [ADR-001]\nsuperseded_by: ADR-001\n",
             "registry.yaml": "title: Topics\ndescription: the scheme\ngoverned_by: [ADR-002]\n",
@@ -196,6 +197,62 @@ def test_site_does_not_name_a_decision_in_force_inside_a_supersession_cycle(runn
     governed = page.split("<dt>Filing governed by</dt>", 1)[1].split("</dd>", 1)[0]
     assert "the registry still names" not in governed, governed
     assert "superseding" not in governed, governed
+
+
+def test_site_shows_a_practices_status_note(runner, tmp_path: Path) -> None:
+    """The bug: the site's practice page (`SiteBuilder._practice`) and its topic table
+    (`SiteBuilder.topic_page`, views/site.py) show the status and, for a rejected practice, the
+    reason, but never `status_note`, which the graph states (sota:statusNote) and which
+    `sotakg why` ("status: Proposed — awaits a second source") and `export index`
+    ("| Proposed — awaits a second source |") both give: the site says less than the graph,
+    though its pages are the provenance "as `sotakg why` tells it".
+    The rule: a view says exactly what the graph says, no less."""
+    note = "awaits a second source"
+    data = write_records(
+        tmp_path / "data",
+        {
+            "practices/SOTA-001.yaml": (
+                f"id: SOTA-001\nversion: 1\ntitle: plain\nstatus: Proposed\nstatus_note: {note}\ntopic: pipes\n"
+            ),
+            "topics/pipes.yaml": "id: pipes\nlabel: Pipelines\n",
+        },
+    )
+    folder = tmp_path / "site"
+    result = run(runner, data, tmp_path / "store", "export", "site", "--mermaid", str(folder))
+    assert result.exit_code == 0, result.output
+    index = run(runner, data, tmp_path / "store", "export", "index", "--topic", "pipes")
+    assert f"Proposed — {note}" in index.output  # the graph holds it
+    missing = [name for name in ("SOTA-001.html", "topic-pipes.html") if note not in (folder / name).read_text(encoding="utf-8")]
+    assert missing == [], f"{missing} leave out the status note"
+
+
+def test_site_links_an_identifier_in_a_title_shown_in_a_table(runner, tmp_path: Path) -> None:
+    """The bug: the index's "Rejected practices" table (`SiteBuilder.index_page`) and the topic
+    page's practice table (`SiteBuilder.topic_page`, views/site.py) write a practice's title with
+    `esc(...)`, not `linked(...)`: the title `Folded into SOTA-001` shows SOTA-001 as plain text
+    there, while the same title in SOTA-001's "Named in the rejection reasons of" list (`ref_item`)
+    links it. (The index's Papers table does the same with `esc(story.title ...)`.)
+    The rule (README, `export site`): every SOTA-, LIT- and ADR- id in a text links to its page."""
+    data = write_records(
+        tmp_path / "data",
+        {
+            "practices/SOTA-001.yaml": "id: SOTA-001\nversion: 1\ntitle: plain\nstatus: Active\ntopic: pipes\n",
+            "practices/SOTA-002.yaml": (
+                "id: SOTA-002\nversion: 1\ntitle: Folded into SOTA-001\nstatus: Rejected\n"
+                "reason: see SOTA-001\nreason_names: [SOTA-001]\ntopic: pipes\n"
+            ),
+            "topics/pipes.yaml": "id: pipes\nlabel: Pipelines\n",
+        },
+    )
+    folder = tmp_path / "site"
+    result = run(runner, data, tmp_path / "store", "export", "site", "--mermaid", str(folder))
+    assert result.exit_code == 0, result.output
+    linked_title = 'Folded into <a href="SOTA-001.html">SOTA-001</a>'
+    assert linked_title in (folder / "SOTA-001.html").read_text(encoding="utf-8")  # where the title is linked
+    unlinked = [
+        name for name in ("index.html", "topic-pipes.html") if linked_title not in (folder / name).read_text(encoding="utf-8")
+    ]
+    assert unlinked == [], f"{unlinked} show SOTA-001 in a title without its link"
 
 
 # ------------------------------------------------------------------------------------ diff

@@ -604,6 +604,8 @@ def queries_command(name: str | None, markdown: bool) -> None:
     from .query.canned import find_canned, listing, load_canned, queries_table_markdown, query_details
 
     if name:
+        if markdown:
+            raise UsageProblem("--markdown prints the list of queries; leave out NAME, or --markdown")
         click.echo(query_details(find_canned(name)), nl=False)
     else:
         click.echo(queries_table_markdown() if markdown else listing(load_canned()), nl=False)
