@@ -439,3 +439,12 @@ def test_queries_markdown_with_a_name_is_a_usage_error(runner) -> None:
     _no_traceback(result)
     assert result.exit_code == 2
     assert "--markdown prints the list of queries" in result.output
+
+
+def test_a_store_path_that_is_no_store_is_refused_before_its_lock_is_made(runner, workdir: Path) -> None:
+    """The bug: `sotakg --store data build` (the data folder named as the store) was refused, but
+    left a `data.lock` beside it. The rule: a refused command leaves nothing behind."""
+    result = runner.invoke(cli, ["--store", "data", "build"])
+    assert result.exit_code == 1
+    assert "data exists but is not a sotakg store" in result.output
+    assert not (workdir / "data.lock").exists()

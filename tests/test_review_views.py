@@ -222,7 +222,11 @@ def test_site_shows_a_practices_status_note(runner, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     index = run(runner, data, tmp_path / "store", "export", "index", "--topic", "pipes")
     assert f"Proposed — {note}" in index.output  # the graph holds it
-    missing = [name for name in ("SOTA-001.html", "topic-pipes.html") if note not in (folder / name).read_text(encoding="utf-8")]
+    missing = [
+        name
+        for name in ("SOTA-001.html", "topic-pipes.html")
+        if note not in (folder / name).read_text(encoding="utf-8")
+    ]
     assert missing == [], f"{missing} leave out the status note"
 
 
@@ -250,9 +254,31 @@ def test_site_links_an_identifier_in_a_title_shown_in_a_table(runner, tmp_path: 
     linked_title = 'Folded into <a href="SOTA-001.html">SOTA-001</a>'
     assert linked_title in (folder / "SOTA-001.html").read_text(encoding="utf-8")  # where the title is linked
     unlinked = [
-        name for name in ("index.html", "topic-pipes.html") if linked_title not in (folder / name).read_text(encoding="utf-8")
+        name
+        for name in ("index.html", "topic-pipes.html")
+        if linked_title not in (folder / name).read_text(encoding="utf-8")
     ]
     assert unlinked == [], f"{unlinked} show SOTA-001 in a title without its link"
+
+
+def test_site_links_a_web_address_with_parentheses_to_that_address() -> None:
+    """The bug: `linked` (views/site.py) strips every trailing `)` from a web address in a text, as
+    sentence punctuation, even when the address opened that parenthesis itself: in the summary
+    `See https://en.wikipedia.org/wiki/Pipeline_(computing).` the link goes to
+    `https://en.wikipedia.org/wiki/Pipeline_(computing` (another page, or none) and the `)` is left
+    outside it. (GitHub's own autolinking keeps a balanced parenthesis.)
+    The rule: a view says exactly what the graph says: a link points where the text says."""
+    from sotakg.query.results import SelectResult
+    from sotakg.query.why import Facts
+    from sotakg.views.site import SiteGraph, linked
+
+    anthology = SiteGraph(Facts(SelectResult(("s", "p", "o"), ())), [], records={})
+    address = "https://en.wikipedia.org/wiki/Pipeline_(computing)"
+    assert linked(f"See {address}.", anthology) == (f'See <a href="{address}" rel="noopener">{address}</a>.')
+    # A parenthesis the address did not open is still punctuation.
+    assert linked("(see https://x.example/a).", anthology) == (
+        '(see <a href="https://x.example/a" rel="noopener">https://x.example/a</a>).'
+    )
 
 
 # ------------------------------------------------------------------------------------ diff

@@ -665,6 +665,14 @@ NOT_SUPPORTED = "which the SPARQL engine does not support"
             "constraint component http://example.org/C: validator http://example.org/V needs one sh:ask "
             "(or, as a node or property validator, one sh:select)",
         ),
+        *(
+            (
+                f'ex:S a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ex:p ; sh:{parameter} "q" .',
+                ShapesError,
+                f'shape http://example.org/S: sh:{parameter} must be an IRI, not "q"',
+            )
+            for parameter in ("equals", "disjoint", "lessThan")
+        ),
         (
             'ex:C a sh:ConstraintComponent ; sh:parameter [ sh:optional true ] ; sh:validator [ sh:ask "ASK {}" ] .',
             ShapesError,
@@ -885,3 +893,115 @@ def test_an_or_narrowed_by_a_value_stays_a_hash_anti_join_over_a_class() -> None
     ]
     (check,) = [q for q in data.queries if "rejectionReason" in q]
     assert "ontology#Rejected>" in check and "MINUS" in check and "NOT EXISTS" not in check
+
+
+# ------------------------------------------------------------------------------ pinned corners
+
+
+def test_a_not_exists_opening_with_a_filter_stays_a_not_exists() -> None:
+    """A FILTER NOT EXISTS whose group opens with a FILTER (written right after the brace) is no
+    basic pattern: it stays a NOT EXISTS, whose FILTER sees the row's ?value (in a MINUS it would
+    see none, and remove nothing)."""
+    query = "SELECT $this ?value WHERE { $this ex:p ?value . FILTER NOT EXISTS {FILTER(?value = ex:v1) $this ex:r ?w} }"
+    data = CountingStore(store_of(ANTI_JOIN_DATA))
+    report = validate(data, anti_join_shapes(query))  # type: ignore[arg-type]
+    assert "MINUS" not in data.queries[-1] and "NOT EXISTS" in data.queries[-1]
+    assert findings(report) == [
+        ("http://example.org/a", "http://example.org/v2"),
+        ("http://example.org/b", "http://example.org/v1"),
+        ("http://example.org/c", "http://example.org/v3"),
+    ]
+
+
+def test_a_variable_named_like_the_shapes_graph_in_another_case_may_be_assigned() -> None:
+    """Only ``$shapesGraph`` is pre-bound: SPARQL variables are case-sensitive, so a constraint may
+    assign ``?shapesgraph`` like any variable of its own."""
+    query = "SELECT $this ?value WHERE { $this ex:p ?value . BIND(1 AS ?shapesgraph) FILTER(?value = ex:v1) }"
+    assert findings(validate(store_of(ANTI_JOIN_DATA), anti_join_shapes(query))) == [
+        ("http://example.org/a", "http://example.org/v1"),
+        ("http://example.org/b", "http://example.org/v1"),
+    ]
+
+
+def test_current_shape_in_a_blank_node_shape_is_refused_naming_that_shape() -> None:
+    """``$currentShape`` in a SPARQL constraint of a blank-node shape is refused, naming the blank
+    node shape and saying why: a blank node cannot be written into a query."""
+    shapes = (
+        PREFIXES
+        + """
+    ex:S a sh:NodeShape ; sh:targetNode ex:a ;
+        sh:property [ sh:path ex:p ; sh:sparql [ sh:select "SELECT $this WHERE { $this ?p $currentShape }" ] ] .
+    """
+    )
+    with pytest.raises(UnsupportedShape) as raised:
+        compile_shapes(shapes)
+    shape = raised.value.shape
+    assert isinstance(shape, str) and shape.startswith("_:")
+    assert str(raised.value) == (
+        f"shape {shape} uses $currentShape for a blank-node shape, {NOT_SUPPORTED}: "
+        "a blank node cannot be written into a query"
+    )
+
+
+def test_default_disjoint_message_names_the_other_property() -> None:
+    """sh:disjoint's default message says the value is also a value of the other property."""
+    data = store_of("ex:a ex:p ex:x, ex:z ; ex:q ex:x, ex:y .")
+    shapes = PREFIXES + "ex:S a sh:PropertyShape ; sh:targetNode ex:a ; sh:path ex:p ; sh:disjoint ex:q ."
+    assert [(r.value.value, r.component, r.messages) for r in validate(data, shapes).results] == [
+        (
+            "http://example.org/x",
+            SH + "DisjointConstraintComponent",
+            ("Value is also a value of <http://example.org/q>",),
+        )
+    ]
+
+
+def test_a_class_that_is_a_property_shape_targets_its_instances() -> None:
+    """A class that is also a sh:PropertyShape (not a sh:NodeShape) is an implicit class target:
+    its instances are validated against it."""
+    data = store_of("ex:bob a ex:Person . ex:ann a ex:Person ; ex:name 'Ann' . ex:eve ex:name 'Eve' .")
+    shapes = PREFIXES + "ex:Person a rdfs:Class, sh:PropertyShape ; sh:path ex:name ; sh:minCount 1 ."
+    compiled = compile_shapes(shapes)
+    (shape,) = compiled.targeted
+    assert shape.targets == [("class", "http://example.org/Person")]
+    assert [(r.focus.value, r.root_shape, r.component) for r in compiled.validate(data).results] == [
+        ("http://example.org/bob", "http://example.org/Person", SH + "MinCountConstraintComponent")
+    ]
+
+
+def test_max_count_over_a_shared_object_path_is_one_group_by_over_a_large_focus() -> None:
+    """sh:maxCount n >= 1 on ``p/^p`` over a large focus (any target but sh:targetNode): when no
+    object of p has two subjects, every node reaches only itself, which one GROUP BY over p's
+    objects shows; the path is not walked from each node."""
+    data = CountingStore(store_of("ex:a ex:p ex:x . ex:b ex:p ex:y . ex:c ex:p ex:z, ex:w ."))
+    shapes = (
+        PREFIXES
+        + """
+    ex:S a sh:PropertyShape ; sh:targetSubjectsOf ex:p ; sh:path ( ex:p [ sh:inversePath ex:p ] ) ; sh:maxCount 1 .
+    """
+    )
+    report = validate(data, shapes)  # type: ignore[arg-type]
+    assert report.results == ()
+    assert data.queries == [
+        "SELECT ?shared WHERE { ?holder <http://example.org/p> ?shared } "
+        "GROUP BY ?shared HAVING (COUNT(DISTINCT ?holder) > 1) LIMIT 1"
+    ]
+
+
+def test_an_or_of_not_this_value_and_a_negation_fails_only_the_nodes_with_the_value() -> None:
+    """sh:or of "not this value" and a sh:not member: only the focus nodes with the value are judged
+    by the sh:not, and of those the ones that fail it (have what it negates) fail the sh:or."""
+    shapes = (
+        PREFIXES
+        + """
+    ex:S a sh:NodeShape ; sh:targetSubjectsOf ex:p ;
+        sh:or (
+            [ sh:not [ sh:path ex:p ; sh:hasValue ex:v1 ] ]
+            [ sh:not [ sh:path ex:r ; sh:minCount 1 ] ]
+        ) .
+    """
+    )
+    report = validate(store_of(ANTI_JOIN_DATA), shapes)
+    assert [(r.focus.value, r.value, r.component) for r in report.results] == [
+        ("http://example.org/a", NamedNode("http://example.org/a"), SH + "OrConstraintComponent")
+    ]

@@ -147,6 +147,14 @@ class StoreLayout:
                 f"follow it; remove the link (rm {display_path(linked)}) or pass another --store"
             )
 
+    def refuse_what_is_no_store(self) -> None:
+        """StoreError when the store's path holds something else than a store's link (a folder, a
+        file: ``--store data``)."""
+        if not self.path.is_symlink() and self.path.exists():
+            raise StoreError(
+                f"{display_path(self.path)} exists but is not a sotakg store; move it away or pass another --store"
+            )
+
     def current_generation(self) -> Path | None:
         """The generation the link points to, or None when there is no store yet (or the link dangles).
 
@@ -155,10 +163,7 @@ class StoreLayout:
         is refused with a StoreError, so nothing it points to is ever opened or removed."""
         self.check_folder()
         if not self.path.is_symlink():
-            if self.path.exists():
-                raise StoreError(
-                    f"{display_path(self.path)} exists but is not a sotakg store; move it away or pass another --store"
-                )
+            self.refuse_what_is_no_store()
             return None
         target = os.readlink(self.path)
         for _ in range(100):
@@ -224,6 +229,7 @@ def _empty_directory(path: Path) -> bool:
 def build_lock(layout: StoreLayout, wait_seconds: float = 0.0) -> Iterator[None]:
     """Hold the store's build lock; raise StoreBusy if another process holds it past ``wait_seconds``."""
     layout.check_folder()
+    layout.refuse_what_is_no_store()  # before the lock is made beside it: a refused path leaves nothing
     layout.path.parent.mkdir(parents=True, exist_ok=True)
     problem = "not a regular file"
     try:
