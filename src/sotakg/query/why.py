@@ -137,10 +137,17 @@ class Governance:
 
     named: Ref
     chain: tuple[Ref, ...]
+    #: The chain holds a supersession cycle (which validate reports): no ADR of it is in force.
+    cyclic: bool = False
 
     @property
     def in_force(self) -> Ref:
         return self.chain[-1] if self.chain else self.named
+
+    def cycle_note(self) -> str:
+        """What is said of a chain with a cycle instead of a decision in force."""
+        ids = ", ".join(r.id for r in self.chain)
+        return f"its supersession chain ({ids}) holds a cycle, so no decision in force can be named"
 
 
 @dataclass
@@ -298,7 +305,8 @@ def _practice(facts: Facts, iri: str, story: Provenance) -> None:
         story.topic_label = facts.text(topic, v.PREF_LABEL)
         for scheme in facts.iris(topic, v.IN_SCHEME):
             for adr in facts.iris(scheme, v.GOVERNED_BY):
-                story.governed_by.append(Governance(_ref(facts, adr), tuple(_adr_chain(facts, adr))))
+                cyclic = _has_cycle(facts, _linked_adrs(facts, adr))
+                story.governed_by.append(Governance(_ref(facts, adr), tuple(_adr_chain(facts, adr)), cyclic))
     story.reason = facts.text(iri, v.REJECTION_REASON)
     story.reason_names = [_ref(facts, named) for named in facts.iris(iri, v.REASON_NAMES)]
     story.papers = [
@@ -363,6 +371,13 @@ def _later(facts: Facts, adr: str) -> set[str]:
 
 def _adr_chain(facts: Facts, adr: str) -> list[Ref]:
     """The ADRs linked to ``adr`` by supersession, oldest first (by how many each supersedes)."""
+    seen = _linked_adrs(facts, adr)
+    depths = _supersession_depths(facts, seen)
+    return [_ref(facts, node) for node in sorted(seen, key=lambda n: (depths[n], n))]
+
+
+def _linked_adrs(facts: Facts, adr: str) -> set[str]:
+    """``adr`` and every ADR a line of supersessions links to it, either way."""
     seen = {adr}
     frontier = [adr]
     while frontier:
@@ -371,9 +386,30 @@ def _adr_chain(facts: Facts, adr: str) -> list[Ref]:
             if other not in seen:
                 seen.add(other)
                 frontier.append(other)
+    return seen
 
-    depths = _supersession_depths(facts, seen)
-    return [_ref(facts, node) for node in sorted(seen, key=lambda n: (depths[n], n))]
+
+def _has_cycle(facts: Facts, nodes: set[str]) -> bool:
+    """Whether some of ``nodes`` supersede themselves through the others (without recursion)."""
+    done: set[str] = set()
+    for root in sorted(nodes):
+        if root in done:
+            continue
+        on_path = {root}
+        stack = [(root, iter(sorted(_earlier(facts, root) & nodes)))]
+        while stack:
+            node, below = stack[-1]
+            step = next(below, None)
+            if step is None:
+                stack.pop()
+                on_path.discard(node)
+                done.add(node)
+            elif step in on_path:
+                return True
+            elif step not in done:
+                on_path.add(step)
+                stack.append((step, iter(sorted(_earlier(facts, step) & nodes))))
+    return False
 
 
 def _supersession_depths(facts: Facts, nodes: set[str]) -> dict[str, int]:
@@ -444,6 +480,8 @@ def _chain_text(chain: list[Ref]) -> str:
 
 
 def _governance_text(governance: Governance) -> str:
+    if governance.cyclic:
+        return f"{governance.named.id} ({governance.cycle_note()})"
     in_force = governance.in_force
     earlier = [r.id for r in governance.chain if r.id != in_force.id]
     text = in_force.id

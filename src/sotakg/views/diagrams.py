@@ -531,13 +531,17 @@ def _dot_node(node: Node, links: Mapping[str, str] | None) -> str:
 
 
 def _dot_tooltip(text: str) -> str:
-    """A quoted DOT tooltip: in a tooltip, Graphviz turns the \\n escape into a real line break (&#10;)."""
-    return _dot_label(text)
+    r"""A quoted DOT tooltip, lines separated by ``\n`` (Graphviz makes it a real line break, &#10;).
+    Graphviz reads a tooltip's escapes (``\N``, ``\G``, ...) before it undoes ``\\``, so each
+    backslash of the text is written four times; ``&`` as ``&amp;``, since it reads references too."""
+    lines = (line.replace("&", "&amp;").replace("\\", "\\\\\\\\").replace('"', '\\"') for line in text.split("\n"))
+    return '"' + "\\n".join(lines) + '"'
 
 
 def _dot_label(text: str) -> str:
-    """A DOT label: quoted, lines separated by DOT's centred line break ``\\n``."""
-    return '"' + "\\n".join(_dot_string(line)[1:-1] for line in text.split("\n")) + '"'
+    r"""A DOT label: quoted, lines separated by DOT's centred line break ``\n``; ``&`` as ``&amp;``
+    (Graphviz reads ``&amp;``, ``&#38;`` in a label as the characters they stand for)."""
+    return '"' + "\\n".join(_dot_string(line.replace("&", "&amp;"))[1:-1] for line in text.split("\n")) + '"'
 
 
 # ------------------------------------------------------------------------------------------ SVG

@@ -165,6 +165,8 @@ def record_changes(
             was, now = old.get(name), new.get(name)
             if was == now or (status_changed and name in _WITH_STATUS and kind == "practice"):
                 continue
+            if spec.type == "ids" and set(was or []) == set(now or []):
+                continue  # the graph holds a set: another order of the same ids is no change
             if name == "status" and kind == "practice":
                 changes.append(
                     Change(
@@ -224,8 +226,18 @@ def _value(value: Any) -> str:
 
 def _list_change(before: list[str] | None, after: list[str] | None) -> str:
     was, now = set(before or []), set(after or [])
-    parts = [f"+{item}" for item in sorted(now - was)] + [f"-{item}" for item in sorted(was - now)]
-    return " ".join(parts) if parts else "reordered"
+    return " ".join([f"+{item}" for item in sorted(now - was)] + [f"-{item}" for item in sorted(was - now)])
+
+
+def _version_change(before: object, after: object) -> str:
+    """A version change by its direction: a new (higher) version, one lowered, one set or removed."""
+    if after is None:
+        return f"version removed (was v{_value(before)})"
+    if before is None:
+        return f"version set: v{_value(after)}"
+    if isinstance(before, int) and isinstance(after, int) and after < before:
+        return f"version lowered: v{before} -> v{after}"
+    return f"new version: v{_value(before)} -> v{_value(after)}"
 
 
 def describe(change: Change) -> str:
@@ -259,7 +271,7 @@ def describe(change: Change) -> str:
             text += f" (names {', '.join(change.reason_names)})"
         return text
     if change.change == "version":
-        return f"new version: v{_value(change.before)} -> v{_value(change.after)}"
+        return _version_change(change.before, change.after)
     spec = KINDS[change.kind].field(change.change)
     if spec is not None and spec.type == "ids":
         return f"{change.change.replace('_', ' ')}: {_list_change(change.before, change.after)}"

@@ -207,7 +207,7 @@ def linked(text: str | None, anthology: SiteGraph) -> str:
     for match in _LINKABLE.finditer(text):
         found = match.group()
         if found.lower().startswith("http"):
-            address = found.rstrip(".,;:!?)’”")
+            address = _address_without_closing_punctuation(found)
             parts.append(esc(text[position : match.start()]) + external_link(address))
             position = match.start() + len(address)
             continue
@@ -224,6 +224,21 @@ def linked(text: str | None, anthology: SiteGraph) -> str:
         position = match.end()
     parts.append(esc(text[position:]))
     return "".join(parts)
+
+
+def _address_without_closing_punctuation(found: str) -> str:
+    """A web address without the punctuation that ends the sentence after it; a ``)`` stays when the
+    address opened one (``…/Pipeline_(computing)``), as GitHub's Markdown reads it."""
+    address = found
+    while address:
+        last = address[-1]
+        if last in ".,;:!?’”":
+            address = address[:-1]
+        elif last == ")" and address.count(")") > address.count("("):
+            address = address[:-1]
+        else:
+            return address
+    return address
 
 
 def link(href: str | None, text: str) -> str:
@@ -458,7 +473,7 @@ class SiteBuilder:
                 names = ", ".join(link(self._page_of_id(r.id), r.id) for r in story.reason_names) or "–"
                 body.append(
                     f'<tr class="rejected"><td class="id">{link(record_page(record_id), record_id)}</td>'
-                    f"<td>{esc(story.title or '')}</td><td>{names}</td></tr>"
+                    f"<td>{linked(story.title, anthology)}</td><td>{names}</td></tr>"
                 )
             body.append("</tbody>\n</table>")
         if views:
@@ -469,17 +484,18 @@ class SiteBuilder:
         adr_rows = [
             f'<tr><td class="id">{link(record_page(record_id), record_id)}</td>'
             f"<td>{status_badge(story.status)}</td>"
-            f"<td>{linked(story.title or story.summary or '', anthology)}</td></tr>"
+            f"<td>{linked(story.title, anthology)}</td><td>{linked(story.summary, anthology)}</td></tr>"
             for record_id, story in ((i, self.stories[i]) for i in anthology.ids("ADR"))
         ]
-        body += _table("Decision records", ["#", "Status", "Summary"], adr_rows)
+        body += _table("Decision records", ["#", "Status", "Title", "Summary"], adr_rows)
+        # each column what the graph says of it: a paper without authors has an empty Authors cell
         paper_rows = [
             f'<tr><td class="id">{link(record_page(record_id), record_id)}</td>'
-            f"<td>{esc(story.title or story.authors or '')}</td>"
+            f"<td>{linked(story.title, anthology)}</td><td>{esc(story.authors or '')}</td>"
             f'<td>{esc(story.year or "")}</td><td class="num">{len(story.cited_by)}</td></tr>'
             for record_id, story in ((i, self.stories[i]) for i in anthology.ids("paper"))
         ]
-        body += _table("Papers", ["#", "Authors", "Year", "Cited by"], paper_rows)
+        body += _table("Papers", ["#", "Title", "Authors", "Year", "Cited by"], paper_rows)
         return page_html(self.scheme_title, "\n".join(body))
 
     def _page_of_id(self, record_id: str) -> str | None:
@@ -502,12 +518,14 @@ class SiteBuilder:
         for record_id in practices:
             story = self.stories[record_id]
             status = status_badge(story.status) if story.status else ""
+            if story.status_note:
+                status += " — " + linked(story.status_note, anthology)
             if story.reason:
                 status += " — " + linked(story.reason, anthology)
             row_class = ' class="rejected"' if story.status == "Rejected" else ""
             body.append(
                 f'<tr{row_class}><td class="id">{link(record_page(record_id), record_id)}'
-                f"{esc(self.version_label(record_id))}</td><td>{esc(story.title or '')}</td>"
+                f"{esc(self.version_label(record_id))}</td><td>{linked(story.title, anthology)}</td>"
                 f"<td>{linked(story.summary, anthology)}</td><td>{status}</td></tr>"
             )
         body.append("</tbody>\n</table>")
@@ -570,7 +588,11 @@ class SiteBuilder:
         body = [
             facts_list(
                 [
-                    ("Status", status_badge(story.status)),
+                    (
+                        "Status",
+                        status_badge(story.status)
+                        + (f" — {linked(story.status_note, anthology)}" if story.status_note else ""),
+                    ),
                     ("Versions", esc(versions)),
                     ("Topic", self._topic_link(story)),
                     ("Summary", linked(story.summary, anthology)),
@@ -595,6 +617,10 @@ class SiteBuilder:
         return story.title or "", body
 
     def _governance(self, governance: Governance) -> str:
+        if governance.cyclic:
+            return (
+                f"{link(self._page_of_id(governance.named.id), governance.named.id)} ({esc(governance.cycle_note())})"
+            )
         in_force = governance.in_force
         text = link(self._page_of_id(in_force.id), in_force.id)
         earlier = [r for r in governance.chain if r.id != in_force.id]

@@ -1,8 +1,10 @@
-"""Adversarial review of the views: `sotakg diff`, `export view` (DOT/SVG), `export site`.
+"""The views say exactly what the graph says: `sotakg diff`, `export view` (DOT/SVG), `export site`.
 
-Each test builds a small data folder of its own under tmp_path and fails on a broken promise: a view
-says exactly what the graph says, every value is shown as written, and `diff` reports every change
-once and nothing that did not change."""
+Each test builds a small data folder of its own under tmp_path: every value is shown as written
+(character references and backslashes in SVG labels and tooltips, addresses with parentheses),
+each column holds what it names, a note or a cycle the graph records is shown as such, and `diff`
+reports every change once in the words of its direction and nothing that did not change. Each
+failed on the code before its fix (an adversarial review found them)."""
 
 from __future__ import annotations
 
