@@ -6,16 +6,19 @@ check the incremental result against a fresh full run: the same findings, the sa
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyoxigraph import DefaultGraph
 
+from sotakg.cli import cli
 from sotakg.errors import DataError
 from sotakg.graph import build as build_module
 from sotakg.graph import store as store_module
@@ -510,3 +513,72 @@ def test_a_changed_file_that_became_a_link_out_is_refused_by_the_incremental_bui
         build(data, store)
     assert "a link to something outside the data folder" in str(refused.value)
     assert str(outside) not in str(refused.value)
+
+
+# ---------------------------------------------------------------- found by a review
+
+
+def _validate_json(runner: CliRunner, store: str) -> dict:
+    result = runner.invoke(cli, ["--data", "data", "--store", store, "validate", "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def _findings(document: dict) -> list[dict]:
+    return document["findings"]
+
+
+def test_a_record_link_whose_target_folder_moves_out_of_the_data_folder_is_not_fresh(runner: CliRunner, workdir: Path):
+    """The bug: a record file that is a link (inside the data folder) is listed by the stat of what
+    it resolves to. When a folder on the link's way is moved out of the data folder (and a link to
+    its new place left behind), the file resolves to the very same inode, so size, times and inode
+    are unchanged: the scan takes its fast path and calls the store fresh. A fresh build refuses the
+    file ("a link to something outside the data folder"); the old store keeps its triples, `build`
+    says "up to date" and `validate` reports the old findings instead of the refusal.
+    The rule: whatever decides what a build reads or refuses (here, where a link leads) is part of
+    what the freshness scan compares; a command never reports a stale store as fresh, and
+    `validate` gives the findings of a fresh build."""
+    data = workdir / "data"
+    stash = data / ".stash"  # hidden: never listed itself, only reached through the link
+    stash.mkdir()
+    (stash / "SOTA-900.yaml").write_text(
+        "id: SOTA-900\ntitle: T\nsummary: S\nstatus: Proposed\ntopic: distributed-optimization\nversion: 1\n",
+        encoding="utf-8",
+    )
+    os.symlink("../.stash/SOTA-900.yaml", data / "practices" / "SOTA-900.yaml")
+    first = _validate_json(runner, ".sotakg/store")
+    assert first["readable"], first
+
+    outside = workdir / "outside"
+    os.rename(stash, outside)  # the folder moves; the file keeps its inode, size and times
+    os.symlink(outside, stash)
+
+    fresh = _validate_json(runner, "fresh/store")
+    assert not fresh["readable"]
+    assert any("outside the data folder" in f["message"] for f in _findings(fresh))
+    again = _validate_json(runner, ".sotakg/store")
+    assert _findings(again) == _findings(fresh)
+
+
+def test_a_lowered_file_size_limit_is_not_taken_for_a_fresh_store(runner: CliRunner, workdir: Path, monkeypatch):
+    """The bug: SOTAKG_MAX_FILE_BYTES decides whether a record file can be read at all (over the
+    limit it is a data-readable problem and the build fails), yet it is neither in the fingerprint
+    nor in build_base. Once the build's files are no longer racy, a store built under the default
+    limit is taken as fresh under a lower one: `validate` reports the stored graph's findings and
+    `build` says "up to date", while a fresh build (and `build --force`) fails on the too-large file.
+    The rule: everything besides the data that decides what a build makes (the sotakg version, the
+    ontology, and the file size limit) is part of what freshness compares; `validate` gives the
+    findings a fresh build gives under the same environment."""
+    from sotakg.graph import store as store_module
+
+    monkeypatch.setattr(store_module, "RACY_NS", 0)  # the build is old enough: no file is racy any more
+    first = _validate_json(runner, ".sotakg/store")
+    assert first["readable"]
+    largest = max((workdir / "data").rglob("*.yaml"), key=lambda path: path.stat().st_size)
+    monkeypatch.setenv("SOTAKG_MAX_FILE_BYTES", str(largest.stat().st_size - 1))
+
+    fresh = _validate_json(runner, "fresh/store")
+    assert not fresh["readable"]
+    assert any("over the" in f["message"] for f in _findings(fresh))
+    again = _validate_json(runner, ".sotakg/store")
+    assert _findings(again) == _findings(fresh)

@@ -436,7 +436,8 @@ def test_the_freshness_scan_lists_what_the_build_reads_or_refuses_and_nothing_el
         "extra/x.yaml", "extra" + "/d" * 32,
     }  # fmt: skip
     link = os.lstat(data / "practices" / "SOTA-050.yaml")
-    assert listed["practices/SOTA-050.yaml"] == (link.st_size, link.st_mtime_ns, link.st_ino, link.st_ctime_ns)
+    # a refused link: its own times and inode, and a size of -1, never anything of a target
+    assert listed["practices/SOTA-050.yaml"] == (-1, link.st_mtime_ns, link.st_ino, link.st_ctime_ns)
     followed = os.stat(data / "papers" / "LIT-051.yaml")
     assert listed["papers/LIT-051.yaml"][2] == followed.st_ino
     assert listed["papers"][2] == os.lstat(data / "papers").st_ino  # the link itself, so that retargeting it shows

@@ -103,7 +103,12 @@ def build(
             scanned = data.snapshot
         elif force or scanned is None or scanned.against != (current.name if current is not None else None):
             scanned = snapshot(data_dir, current, need_hashes=force)
-        if not force and current is not None and manifest.get("fingerprint") == scanned.fingerprint:
+        if (
+            not force
+            and current is not None
+            and manifest.get("fingerprint") == scanned.fingerprint
+            and manifest.get("base") == build_base()
+        ):
             if scanned.hashes and scanned.stat_digest != manifest.get("stat_digest"):
                 remember_stats(current, scanned)  # files were touched but not changed
             return BuildReport(

@@ -459,6 +459,17 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
     def listed(key: str, info: os.stat_result) -> None:
         stats[key] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
 
+    def linked_record_stat(entry: os.DirEntry[str], rel: str) -> FileStat:
+        # A link's target may stay the same file while a folder on the way to it moves out of the
+        # data folder: its stat would not change. A link the build refuses gets the link's own stat
+        # with a size of -1 (never the target's, which lies outside), so leaving or coming back in
+        # changes the scan.
+        if link_refusal(data_dir, rel) is not None:
+            own = entry.stat(follow_symlinks=False)
+            return (-1, own.st_mtime_ns, own.st_ino, own.st_ctime_ns)
+        info = entry.stat()
+        return (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+
     def walk(descriptor: int, relative: str) -> None:
         try:
             base = relative + "/" if relative else ""
@@ -472,6 +483,9 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
                     # The common case, a record file in a record folder, without the calls below
                     # (a third of the scan's time at 126,000 files): an ASCII name needs no
                     # escaping, and a record name is neither walked nor refused as a folder.
+                    if entry.is_symlink():  # no system call: the folder listing says so
+                        stats[base + name] = linked_record_stat(entry, base + name)
+                        continue
                     try:
                         info = entry.stat()
                     except OSError:
@@ -511,6 +525,9 @@ def scan_stats(data_dir: Path) -> dict[str, FileStat]:
                     continue
                 if not is_record_name:
                     continue
+                if entry.is_symlink():
+                    stats[base + name] = linked_record_stat(entry, base + name)
+                    continue
                 try:
                     info = entry.stat()
                 except OSError:  # a dangling link: listed, so that the build names it
@@ -542,6 +559,8 @@ def _stat_digest(stats: dict[str, FileStat]) -> str:
 def _racy_files_unchanged(data_dir: Path, racy: dict[str, str]) -> bool:
     limit = max_file_bytes()
     for rel, recorded in racy.items():
+        if link_refusal(data_dir, rel) is not None:  # never opened: as a change, the build names it
+            return False
         try:
             content = read_bounded(data_dir / rel, limit)
         except OSError:
@@ -630,11 +649,15 @@ def snapshot(data_dir: Path, generation: Path | None, need_hashes: bool = False)
 
 
 def build_base() -> str:
-    """One hash of what, besides the data, decides the triples: the sotakg version and the ontology.
-    An incremental build needs the current generation to have been made on the same base."""
+    """One hash of what, besides the data, decides the triples: the sotakg version, the ontology and
+    the file size limit. A store is fresh, and an incremental build may go on from its current
+    generation, only when that generation was made on the same base."""
     digest = hashlib.sha256()
     digest.update(__version__.encode())
     digest.update(_sha256(ontology_path()).encode())
+    # The file size limit decides which files a build can read at all: a store built under another
+    # one is not what a build would make now.
+    digest.update(str(max_file_bytes()).encode())
     return digest.hexdigest()
 
 
@@ -721,7 +744,10 @@ def freshness(data_dir: Path, layout: StoreLayout) -> tuple[bool, DataSnapshot]:
     generation = layout.current_generation()
     manifest = read_manifest(generation)
     scanned = snapshot(data_dir, generation)
-    return bool(manifest) and scanned.fingerprint == manifest.get("fingerprint"), scanned
+    fresh = (
+        bool(manifest) and manifest.get("base") == build_base() and scanned.fingerprint == manifest.get("fingerprint")
+    )
+    return fresh, scanned
 
 
 def is_fresh(data_dir: Path, layout: StoreLayout) -> bool:
