@@ -390,35 +390,22 @@ def _linked_adrs(facts: Facts, adr: str) -> set[str]:
 
 
 def _has_cycle(facts: Facts, nodes: set[str]) -> bool:
-    """Whether some of ``nodes`` supersede themselves through the others (without recursion)."""
-    done: set[str] = set()
-    for root in sorted(nodes):
-        if root in done:
-            continue
-        on_path = {root}
-        stack = [(root, iter(sorted(_earlier(facts, root) & nodes)))]
-        while stack:
-            node, below = stack[-1]
-            step = next(below, None)
-            if step is None:
-                stack.pop()
-                on_path.discard(node)
-                done.add(node)
-            elif step in on_path:
-                return True
-            elif step not in done:
-                on_path.add(step)
-                stack.append((step, iter(sorted(_earlier(facts, step) & nodes))))
-    return False
+    """Whether some of ``nodes`` supersede themselves through the others."""
+    return _supersession_walk(facts, nodes)[1]
 
 
 def _supersession_depths(facts: Facts, nodes: set[str]) -> dict[str, int]:
+    return _supersession_walk(facts, nodes)[0]
+
+
+def _supersession_walk(facts: Facts, nodes: set[str]) -> tuple[dict[str, int], bool]:
     """How long the longest line of supersessions below each of ``nodes`` is (0: it supersedes none),
-    each node visited once, without recursion: a chain of hundreds of ADRs, or ADRs that each supersede
-    the two before them, cost time linear in the links. A link back into a line being followed (a
-    cycle, which validate reports) is left out."""
+    and whether a line leads back into itself (a cycle, which validate reports; the link back is
+    left out of the lengths). Each node is visited once, without recursion: a chain of hundreds of
+    ADRs, or ADRs that each supersede the two before them, cost time linear in the links."""
     depths: dict[str, int] = {}
     following: set[str] = set()
+    cyclic = False
     for root in sorted(nodes):
         if root in depths:
             continue
@@ -432,11 +419,14 @@ def _supersession_depths(facts: Facts, nodes: set[str]) -> dict[str, int]:
                 following.discard(node)
                 depths[node] = max((1 + depths[e] for e in _earlier(facts, node) if e in depths), default=0)
                 continue
-            if step in depths or step in following:
+            if step in following:
+                cyclic = True
+                continue
+            if step in depths:
                 continue
             following.add(step)
             stack.append((step, iter(sorted(_earlier(facts, step)))))
-    return depths
+    return depths, cyclic
 
 
 # ------------------------------------------------------------------------------------------ rendering
