@@ -448,3 +448,23 @@ def test_a_store_path_that_is_no_store_is_refused_before_its_lock_is_made(runner
     assert result.exit_code == 1
     assert "data exists but is not a sotakg store" in result.output
     assert not (workdir / "data.lock").exists()
+
+
+def test_an_interrupt_while_the_command_starts_is_aborted_not_a_traceback(monkeypatch, capsys) -> None:
+    """The bug: a Ctrl-C within the first tens of milliseconds (while the command's modules were
+    imported, before click could catch it) printed a KeyboardInterrupt traceback.
+    The rule: the `sotakg` entry point imports the command line inside its own handler: an interrupt
+    there is "Aborted!" and exit 130, as a shell reports one."""
+    import types
+
+    from sotakg import __main__ as entry
+
+    class Interrupting(types.ModuleType):
+        def __getattr__(self, name: str):
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "sotakg.cli", Interrupting("sotakg.cli"))
+    with pytest.raises(SystemExit) as exited:
+        entry.main()
+    assert exited.value.code == 130
+    assert capsys.readouterr().err == "Aborted!\n"

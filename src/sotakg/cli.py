@@ -66,27 +66,6 @@ def _translated(invoke: Callable[[click.Context], Any], ctx: click.Context) -> A
         raise click.ClickException(f"cannot use{where}: {printable(str(error.strerror or error))}") from None
 
 
-def main() -> None:
-    """The ``sotakg`` command: the click group, and what happens outside any of its commands: a
-    standard output that is closed (``>&-``), or that fails while ``--help`` or ``--version``
-    prints (a full disk), is an error of one line, exit 1, never a traceback."""
-    import os
-    import sys
-
-    if sys.stderr is None:  # nowhere to say anything: errors still exit non-zero
-        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the process's life
-    if sys.stdout is None:
-        sys.stderr.write("Error: standard output is closed; redirect it to a file or to /dev/null\n")
-        raise SystemExit(1)
-    try:
-        cli.main(prog_name="sotakg")
-    except BrokenPipeError:
-        raise SystemExit(1) from None
-    except OSError as error:  # only what click writes itself gets here (commands translate theirs)
-        sys.stderr.write(f"Error: cannot write to standard output: {error.strerror or error}\n")
-        raise SystemExit(1) from None
-
-
 def _listen_address(value: str) -> str:
     """``--host``, refused when empty: the system would take it for every interface (an unset
     variable would put the server on the network); every interface is asked for as 0.0.0.0."""
