@@ -471,3 +471,17 @@ def test_a_changed_file_keeps_the_others_hashes_and_a_removed_one_is_gone(tmp_pa
     assert scanned.hashes[changed] == hashlib.sha256((data / changed).read_bytes()).hexdigest() != recorded[changed]
     assert {rel: scanned.hashes[rel] for rel in files[2:]} == {rel: recorded[rel] for rel in files[2:]}
     assert (scanned.changed, scanned.removed) == ({changed}, {removed})
+
+
+def test_a_generation_removed_meanwhile_is_not_made_again_by_what_is_written_into_it(tmp_path):
+    """The bug: settling the racy files (and storing findings) wrote into a generation with
+    ``atomic_write_text``, which made its folder first: a generation a build removed meanwhile came
+    back as an empty, unmarked folder that nothing cleans up. The rule: a write into a generation
+    that is gone fails quietly and makes nothing."""
+    from sotakg.rules.incremental import _write_stored
+
+    gone = tmp_path / "store.gen-0123456789abcdef-1"
+    racy = {"practices/SOTA-001.yaml": "0" * 64}
+    assert store._settle_racy(gone, {"fingerprint": "f"}, racy, {}, 10 * RACY_NS) == {}
+    _write_stored(gone / "carry-findings-x.json", "f", [])
+    assert not gone.exists()

@@ -579,7 +579,8 @@ def _settle_racy(
     still = {rel: h for rel, h in racy.items() if rel in stats and max(stats[rel][1], stats[rel][3]) >= threshold}
     if still != racy:
         with contextlib.suppress(OSError):  # a read-only checkout: the files are checked again next time
-            atomic_write_text(generation / MANIFEST, json.dumps({**manifest, "racy": still}, indent=1, sort_keys=True))
+            text = json.dumps({**manifest, "racy": still}, indent=1, sort_keys=True)
+            atomic_write_text(generation / MANIFEST, text, make_parent=False)
     return still
 
 
@@ -735,7 +736,7 @@ def remember_stats(generation: Path, data: DataSnapshot) -> None:
         table.close()
     manifest = read_manifest(generation)
     manifest.update({"stat_digest": data.stat_digest, "racy": data.racy})
-    atomic_write_text(generation / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+    atomic_write_text(generation / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True), make_parent=False)
 
 
 def freshness(data_dir: Path, layout: StoreLayout) -> tuple[bool, DataSnapshot]:

@@ -263,7 +263,7 @@ def refuse_link_to_a_device(path: Path) -> None:
         )
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, make_parent: bool = True) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part.
 
     The text goes to a temporary file created exclusively (O_EXCL, an unpredictable name) in the
@@ -278,7 +278,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise NotARegularFile(
             errno.EINVAL, "not a regular file (a device, FIFO or socket); write to a file or to '-'", str(path)
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_parent:  # not into a store's generation: one removed meanwhile must not come back empty
+        path.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     while True:
         temporary = path.with_name(f".{path.name[:80]}.{secrets.token_hex(8)}.tmp")

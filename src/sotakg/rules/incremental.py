@@ -170,8 +170,8 @@ def _read_stored(path: Path, result_type: Callable[..., R]) -> tuple[str, list[R
 def _write_stored(path: Path, fingerprint: str, results: Iterable[Any]) -> None:
     text = json.dumps({"fingerprint": fingerprint, "results": [astuple(r) for r in results]}, separators=(",", ":"))
     try:
-        atomic_write_text(path, text)
-    except OSError:  # a read-only store: the next run validates again
+        atomic_write_text(path, text, make_parent=False)  # its generation may be gone: nothing made
+    except OSError:  # a read-only store, or a generation removed meanwhile: the next run validates again
         pass
 
 
