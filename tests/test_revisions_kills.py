@@ -369,6 +369,24 @@ def test_a_revision_naming_more_files_than_the_cap_is_refused_and_git_is_stopped
     )
 
 
+def test_a_revision_entry_longer_than_any_path_is_refused_without_copying_it_on(
+    empty_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bug: the streamed listing kept the part of an entry not yet ended by its NUL and joined
+    each new chunk to it: one name of many megabytes (git compresses it to almost nothing) was copied
+    again a chunk at a time. The rule: an entry longer than ``MAX_ENTRY_BYTES`` is refused."""
+    monkeypatch.setattr(revisions, "MAX_ENTRY_BYTES", 200)
+    record = blob(empty_repo, AT_THE_LIMIT)
+    long_name = "practices/" + "x" * 300 + ".yaml"
+    tree = tree_of(empty_repo, [("100644", record, long_name), ("100644", record, "practices/SOTA-009.yaml")])
+    assert refusal(lambda: read_tree_files(empty_repo, tree, "data")) == (
+        f"tree {tree} names a file whose entry is over 200 bytes; no record file is"
+    )
+    git(empty_repo, "rm", "-q", "--cached", long_name)  # the index held both: now only the short name
+    short = git(empty_repo, "write-tree").strip()
+    assert list(read_tree_files(empty_repo, short, "data")[0]) == ["practices/SOTA-009.yaml"]
+
+
 REFUSED = {
     "a name that is not UTF-8": (  # sorted before SOTA-009
         "100644",

@@ -114,6 +114,13 @@ _GIT_ENVIRONMENT = {
 }
 
 
+_NO_GIT = "reading a revision needs git, and it is not installed; install git"
+
+
+def _git_environment() -> dict[str, str]:
+    return dict(os.environ, **_GIT_ENVIRONMENT)
+
+
 def _git_command(repo: Path, *args: str) -> list[str]:
     options = [arg for name, value in _GIT_OPTIONS for arg in ("-c", f"{name}={value}")]
     return ["git", *options, "-C", str(repo), *args]
@@ -122,7 +129,7 @@ def _git_command(repo: Path, *args: str) -> list[str]:
 def run_git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run git in ``repo`` with a time limit, no prompts, no fetching, no replace refs, no implicit
     bare repository and no filesystem monitor (``_GIT_OPTIONS``)."""
-    environment = dict(os.environ, **_GIT_ENVIRONMENT)
+    environment = _git_environment()
     try:
         return subprocess.run(
             _git_command(repo, *args),
@@ -133,7 +140,7 @@ def run_git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.Co
             check=False,
         )
     except FileNotFoundError:
-        raise RevisionError("reading a revision needs git, and it is not installed; install git") from None
+        raise RevisionError(_NO_GIT) from None
     except subprocess.TimeoutExpired:
         raise RevisionError(f"git {args[0]} took more than {GIT_TIMEOUT:.0f} s in {display_path(repo)}") from None
 
@@ -226,6 +233,9 @@ DEFAULT_MAX_REVISION_BYTES = 1024 * 1024 * 1024
 
 #: The default cap on the entries a revision's data folder may name (``SOTAKG_MAX_REVISION_FILES``).
 DEFAULT_MAX_REVISION_FILES = 1_000_000
+#: The longest entry of a tree listing taken (mode, type, id, size and path): far above any path a
+#: file system takes (4,096 bytes), far below what copying a partial entry each chunk could cost.
+MAX_ENTRY_BYTES = 64 * 1024
 #: Files outside the record folders named one by one in a revision's problems; the rest are counted.
 LISTED_OUTSIDE_FILES = 100
 
@@ -364,7 +374,7 @@ def _tree_entries(repo: Path, tree: str, cap: int) -> Iterator[bytes]:
     """The entries of ``git ls-tree -r -z -l tree``, as git writes them (never the whole listing at
     once: it can be far larger than the repository). RevisionError past ``cap`` entries, when git
     fails, or after ``GIT_TIMEOUT``; git is stopped then."""
-    environment = dict(os.environ, **_GIT_ENVIRONMENT)
+    environment = _git_environment()
     command = _git_command(repo, "ls-tree", "-r", "-z", "-l", "--end-of-options", tree)
     with tempfile.TemporaryFile() as said:
         try:
@@ -372,7 +382,7 @@ def _tree_entries(repo: Path, tree: str, cap: int) -> Iterator[bytes]:
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=said, env=environment
             )
         except FileNotFoundError:
-            raise RevisionError("reading a revision needs git, and it is not installed; install git") from None
+            raise RevisionError(_NO_GIT) from None
         assert process.stdout is not None
         deadline = time.monotonic() + GIT_TIMEOUT
         try:
@@ -387,6 +397,11 @@ def _tree_entries(repo: Path, tree: str, cap: int) -> Iterator[bytes]:
                     if not chunk:
                         break
                     *complete, pending = (pending + chunk).split(b"\0")
+                    # a name git compresses to almost nothing would be copied again a chunk at a time
+                    if max(len(pending), *map(len, complete)) > MAX_ENTRY_BYTES:
+                        raise RevisionError(
+                            f"tree {tree} names a file whose entry is over {MAX_ENTRY_BYTES} bytes; no record file is"
+                        )
                     count += len(complete)
                     if count > cap:
                         raise RevisionError(
