@@ -134,6 +134,32 @@ def apply_edit(rng: random.Random, data: Path) -> str:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), rounds=st.integers(1, 4))
 def test_random_edits_incremental_equals_full(tmp_path_factory: pytest.TempPathFactory, seed: int, rounds: int):
+    _edit_and_compare(tmp_path_factory, seed, rounds)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), rounds=st.integers(1, 4))
+def test_random_edits_of_old_files_read_only_their_buckets_and_equal_full(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, seed: int, rounds: int
+):
+    """Files a test just wrote are all racy (too recent to trust their stat), so every scan reads
+    every bucket; with no racy window, as for files older than two seconds, a scan reads the rows of
+    the buckets whose stats changed only. (Each edit follows a build by far more than a clock tick,
+    so every edit changes its file's times.)"""
+    monkeypatch.setattr(store_module, "RACY_NS", 0)
+    read: list[set[int] | None] = []
+    original = store_module.SourceTable.file_stats_and_hashes
+
+    def reading(table, buckets=None):
+        read.append(None if buckets is None else set(buckets))
+        return original(table, buckets)
+
+    monkeypatch.setattr(store_module.SourceTable, "file_stats_and_hashes", reading)
+    _edit_and_compare(tmp_path_factory, seed, rounds)
+    assert any(buckets is not None and len(buckets) < 16 for buckets in read)  # the partial read was taken
+
+
+def _edit_and_compare(tmp_path_factory: pytest.TempPathFactory, seed: int, rounds: int) -> None:
     root = tmp_path_factory.mktemp("differential")
     data = root / "data"
     shutil.copytree(SHIPPED_DATA, data)
@@ -249,6 +275,38 @@ def test_one_edit_is_applied_incrementally_and_rechecks_few_nodes(tmp_path: Path
     results, checked = incremental.results_for_generation(graph, generation, key, run, RawResult)
     assert checked is not None and 0 < checked < 40  # SOTA-017, its versions, what it links to and from
     assert sorted(results, key=repr) == sorted(engine(graph, shapes_paths()), key=repr)
+
+
+def test_an_edit_of_an_old_file_reads_the_rows_of_its_bucket_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The source table's rows are read for the buckets whose stats changed, not for every file;
+    what the build makes is what a fresh build makes."""
+    monkeypatch.setattr(store_module, "RACY_NS", 0)  # as for files older than the racy window
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    store = tmp_path / "store"
+    build(data, store)
+    read: list[set[int] | None] = []
+    original = store_module.SourceTable.file_stats_and_hashes
+
+    def reading(table, buckets=None):
+        read.append(None if buckets is None else set(buckets))
+        return original(table, buckets)
+
+    monkeypatch.setattr(store_module.SourceTable, "file_stats_and_hashes", reading)
+    practice = data / "practices" / "SOTA-017.yaml"
+    practice.write_text(practice.read_text(encoding="utf-8").replace("status: Active", "status: Rejected"))
+    (data / "papers" / "LIT-051.yaml").unlink()
+    report = build(data, store)
+    assert report.incremental == 2
+    assert read == [{store_module._bucket("practices/SOTA-017.yaml"), store_module._bucket("papers/LIT-051.yaml")}]
+    assert _quads(store) == _quads_of_fresh_build(data, tmp_path / "fresh")
+    read.clear()
+    assert is_fresh(data, StoreLayout(store)) and read == []  # the next scan reads no row at all
+
+
+def _quads_of_fresh_build(data: Path, store: Path) -> set[str]:
+    build(data, store)
+    return _quads(store)
 
 
 def test_the_dependency_model_was_written_for_the_shipped_shapes():
@@ -417,6 +475,38 @@ def test_scan_data_lists_what_scan_sources_lists(tmp_path: Path):
     listed, stats = scan_data(data)
     assert listed == scan_sources(data)
     assert list(stats) == [source.relative for source in listed]
+
+
+def test_only_the_named_files_are_listed_as_a_full_scan_lists_them(tmp_path: Path):
+    """scan_sources(only=...) finds the files of a record folder by name instead of listing it: for
+    every set of paths, what it gives is what the full listing gives for those paths, whatever they
+    are (nested folders, links in and out, dangling, a folder named like a record, escaped names)."""
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.yaml").write_text("id: SECRET\n")
+    practices = data / "practices"
+    (practices / "nested" / "deeper").mkdir(parents=True)
+    (practices / "nested" / "deeper" / "SOTA-900.yaml").write_text("id: SOTA-900\n")
+    (practices / "nested" / "SOTA-901.yml").write_text("id: SOTA-901\n")
+    (practices / "in.yaml").symlink_to(practices / "SOTA-017.yaml")
+    (practices / "out.yaml").symlink_to(outside / "secret.yaml")
+    (practices / "gone.yaml").symlink_to(tmp_path / "nothing.yaml")
+    (practices / "folder.yaml").mkdir()
+    (practices / "linked-folder").symlink_to(outside)
+    (practices / "notes.txt").symlink_to(outside / "secret.yaml")
+    (practices / "back\\slash.yaml").write_text("id: SOTA-902\n")
+    os.close(os.open(os.fsencode(practices) + b"/bad\xff.yaml", os.O_CREAT | os.O_WRONLY))
+    full = scan_sources(data)
+    rels = [source.relative for source in full]
+    assert "practices/nested/deeper/SOTA-900.yaml" in rels and "practices/bad\\xff.yaml" in rels
+    chooser = random.Random(7)
+    for size in (1, 2, 3, 5, len(rels)):
+        for _ in range(20):
+            only = set(chooser.sample(rels, min(size, len(rels))))
+            only.add("practices/SOTA-999.yaml")  # asked for, not there: not listed
+            assert scan_sources(data, only=only) == [source for source in full if source.relative in only]
 
 
 # ------------------------------------------------------------------------------------------ hostile store

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -445,14 +446,22 @@ def test_the_freshness_scan_lists_what_the_build_reads_or_refuses_and_nothing_el
 
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(st.characters(blacklist_categories=("Cs",)), max_size=12), st.text("0123456789abcdef")))
-def test_the_fingerprint_is_the_digest_of_each_file_in_name_order(hashes):
-    # The definition every store so far was built with: a store built before stays fresh.
+def test_the_fingerprint_is_the_digest_of_each_bucket_of_files_in_name_order(hashes):
+    # The definition: files fall into 256 buckets by the CRC-32 of their path; each bucket's digest
+    # is of "\0name\0hash" for its files in name order; the fingerprint is of the version, the
+    # ontology and the buckets' digests in bucket order.
+    buckets = []
+    for bucket in range(256):
+        names = sorted(name for name in hashes if zlib.crc32(name.encode()) % 256 == bucket)
+        text = "\0" + "\0".join(part for name in names for part in (name, hashes[name]))
+        buckets.append(hashlib.sha256(text.encode()).hexdigest())
     digest = hashlib.sha256()
     digest.update(store.__version__.encode())
     digest.update(store._sha256(store.ontology_path()).encode())
-    for name in sorted(hashes):
-        digest.update(f"\0{name}\0{hashes[name]}".encode())
-    assert store.fingerprint(Path("."), hashes) == digest.hexdigest()
+    digest.update("".join(buckets).encode())
+    groups = store._bucketed(dict.fromkeys(reversed(list(hashes)), (0, 0, 0, 0)))  # scan order does not count
+    assert [store._hash_bucket_digest(hashes, group) for group in groups] == buckets
+    assert store._bucket_fingerprint(buckets) == digest.hexdigest()
 
 
 def test_a_changed_file_keeps_the_others_hashes_and_a_removed_one_is_gone(tmp_path):

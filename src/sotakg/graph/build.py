@@ -262,7 +262,7 @@ def _write_source_table(generation: Path, scanned: DataSnapshot, records: list[R
         raise AssertionError("records do not match the record files")
     table = SourceTable.create(generation)
     try:
-        hashes = scanned.hashes
+        hashes = scanned.complete_hashes()
         table.put_files((rel, *stat, hashes.get(rel, "")) for rel, stat in scanned.stats.items())
         table.put_records(_record_row(rel, record) for rel, record in zip(readable, records, strict=True))
         table.commit()

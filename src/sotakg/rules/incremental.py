@@ -22,8 +22,9 @@ import hashlib
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import astuple
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -167,8 +168,13 @@ def _read_stored(path: Path, result_type: Callable[..., R]) -> tuple[str, list[R
         return None
 
 
-def _write_stored(path: Path, fingerprint: str, results: Iterable[Any]) -> None:
-    text = json.dumps({"fingerprint": fingerprint, "results": [astuple(r) for r in results]}, separators=(",", ":"))
+def _write_stored(path: Path, fingerprint: str, results: list[Any]) -> None:
+    # Each result's fields as a row, read in C (dataclasses.astuple copies each value deeply, a
+    # tenth of a second for 1,400 results): the fields are strings or None.
+    names = [f.name for f in fields(results[0])] if results else []
+    row = attrgetter(*names, *names[:1]) if names else None  # never one name: attrgetter returns a tuple
+    rows = [values[: len(names)] for values in map(row, results)] if row is not None else []
+    text = json.dumps({"fingerprint": fingerprint, "results": rows}, separators=(",", ":"))
     try:
         atomic_write_text(path, text, make_parent=False)  # its generation may be gone: nothing made
     except OSError:  # a read-only store, or a generation removed meanwhile: the next run validates again
