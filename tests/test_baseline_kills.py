@@ -131,7 +131,7 @@ def test_finding_key_is_rule_record_field_value_and_message_without_line_numbers
         "SOTA-001",
         "cites",
         "LIT-999",
-        "LIT-999 (line #, data/practices/SOTA-001.yaml:#) is no paper",
+        "LIT-999 (line #, SOTA-001.yaml:#) is no paper",  # a file named by its name: the same from any folder
     )
 
 

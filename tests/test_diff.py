@@ -496,9 +496,7 @@ def test_hostile_trees_stay_inert(runner, tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(repo)
     result = diff(runner, base, linked)
     assert result.exit_code == 1
-    assert "data/practices/SOTA-666.yaml: a symbolic link in this revision; sotakg reads only regular files" in (
-        result.output
-    )
+    assert "data/practices/SOTA-666.yaml: a link to something outside the data folder" in result.output
     assert "secret" not in result.output
     os.unlink(repo / "data" / "practices" / "SOTA-666.yaml")
     unlinked = commit(repo, "drop the link")
@@ -859,3 +857,185 @@ def test_a_partial_clone_fetches_nothing_and_says_what_is_missing(runner, tmp_pa
     assert git(tmp_path / "clone", "cat-file", "--batch-check", "--batch-all-objects").count(" blob ") == len(
         [path for path in (origin / "data").rglob("*") if path.is_file()]
     )  # only the checked-out blobs: the base's old record was not fetched
+
+
+# ------------------------------------------------------------------------------------------ review findings
+
+#: A practice with a new violation: it cites a paper that no record holds.
+DANGLING_CITATION = (
+    "id: SOTA-998\nversion: 1\ntitle: T\nsummary: S\nstatus: Proposed\ncites: [LIT-9999]\n"
+    "topic: distributed-optimization\n"
+)
+
+
+@pytest.fixture
+def shipped_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository (branch main) whose first commit holds the shipped data in ``data/``; the working
+    directory is its top, and git ignores the machine's configuration."""
+    isolate_git(monkeypatch)
+    top = new_repository(tmp_path / "shipped_repo")
+    monkeypatch.chdir(top)
+    return top
+
+
+def baseline_json(runner, *args: str) -> tuple[int, dict]:
+    result = runner.invoke(cli, [*args, "--format", "json"])
+    assert result.stdout.startswith("{"), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_a_finding_naming_a_file_is_unchanged_whatever_the_working_directory(
+    runner, shipped_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bug: findings are matched by their message, and some messages name a file as the working
+    directory shows it (``identifier SOTA-047 is also used by data/practices/SOTA-047.yaml:1``),
+    while BASE's name it from the top of the repository. Run from the data folder
+    (``cd data && sotakg --data . validate --baseline main``), or against a data folder elsewhere,
+    the same unchanged duplicate id is reported new and the run exits 1.
+
+    The rule: a finding is matched by what it is about, never by where the command runs; an
+    unchanged finding is ``unchanged`` from any working directory."""
+    shutil.copy(shipped_repo / "data/practices/SOTA-047.yaml", shipped_repo / "data/practices/SOTA-900.yaml")
+    commit(shipped_repo, "a duplicate id, already on main")
+    # From the top of the repository both findings are already there ...
+    _code, document = baseline_json(runner, "validate", "--baseline", "main")
+    assert {f["state"] for f in document["findings"]} == {"unchanged"} and len(document["findings"]) == 2
+    # ... and so they are from the data folder itself.
+    monkeypatch.chdir(shipped_repo / "data")
+    arguments = ("--data", ".", "--store", "../.sotakg/store", "validate", "--baseline", "main")
+    _code, document = baseline_json(runner, *arguments)
+    assert {f["state"] for f in document["findings"]} == {"unchanged"} and len(document["findings"]) == 2
+
+
+def test_a_committed_link_out_of_the_data_folder_is_not_a_new_finding(
+    runner, shipped_repo: Path, tmp_path: Path
+) -> None:
+    """The bug: a record file that is a symbolic link leading out of the data folder, committed on
+    main and untouched since, is reported by the folder reader as "a link to something outside the
+    data folder" and by the revision reader as "a symbolic link in this revision"; the messages
+    differ, so ``sotakg validate --baseline main`` calls it new and exits 1 on a change that did
+    nothing.
+
+    The rule: a file that is the same in BASE and HEAD gives the same finding on both sides
+    (``unchanged``), and a change that adds no finding passes."""
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("id: SOTA-666\ntitle: outside\n", encoding="utf-8")
+    os.symlink(outside, shipped_repo / "data/practices/SOTA-666.yaml")
+    commit(shipped_repo, "a link out of the data folder, on main")
+    code, document = baseline_json(runner, "validate", "--baseline", "main")
+    assert [(f["rule"], f["record"], f["state"]) for f in document["findings"]] == [
+        ("data-readable", "SOTA-666", "unchanged")
+    ]
+    assert code == 1  # data that cannot be read fails whatever BASE held
+
+
+def test_a_record_folder_that_is_a_link_in_a_revision_is_not_silently_empty(runner, shipped_repo: Path) -> None:
+    """The bug: a top-level record folder that is a symbolic link inside the data folder
+    (``data/papers -> .papers``) is followed by the folder reader, but a revision's ``papers`` entry
+    (a link, mode 120000, not named .yaml) is skipped without a word, so the revision reads as one
+    with no papers at all. On a clean checkout, ``sotakg diff HEAD`` says "papers: 18 added" and
+    exits 0, and ``validate --baseline HEAD`` calls 39 findings fixed.
+
+    The rule: a link where records should be is reported, never followed and never dropped: the
+    revision cannot be read (exit 1, naming data/papers), and no paper is called added."""
+    papers = shipped_repo / "data/papers"
+    papers.rename(shipped_repo / "data/.papers")
+    os.symlink(".papers", papers)
+    commit(shipped_repo, "papers kept in a hidden folder, linked as papers/")
+    assert runner.invoke(cli, ["validate"]).exit_code == 0  # the working tree reads fine
+    result = runner.invoke(cli, ["diff", "HEAD"])
+    assert "papers: 18 added" not in result.output
+    assert result.exit_code == 1, result.output
+    assert "data/papers" in result.output
+
+
+def test_a_record_folder_that_is_a_file_in_a_revision_is_an_error_as_on_disk(runner, shipped_repo: Path) -> None:
+    """The bug: a change that replaces the folder ``data/adrs`` with a file is refused by the folder
+    reader ("'adrs' must be a folder of record files, not a file"), but the revision reader skips a
+    top-level entry not named .yaml, so ``sotakg diff HEAD~1 HEAD`` reports "ADRs: 3 removed" and
+    exits 0, while ``sotakg diff HEAD~1`` on the checkout of that very commit exits 1.
+
+    The rule: a revision reads as its checkout does: the same tree that cannot be read on disk
+    cannot be read as a revision (exit 1, naming data/adrs)."""
+    shutil.rmtree(shipped_repo / "data/adrs")
+    (shipped_repo / "data/adrs").write_text("not a folder\n", encoding="utf-8")
+    commit(shipped_repo, "adrs/ is a file now")
+    on_disk = runner.invoke(cli, ["diff", "HEAD~1"])
+    assert on_disk.exit_code == 1 and "'adrs' must be a folder of record files" in on_disk.output
+    result = runner.invoke(cli, ["diff", "HEAD~1", "HEAD"])
+    assert "ADRs: 3 removed" not in result.output
+    assert result.exit_code == 1, result.output
+    assert "data/adrs" in result.output
+
+
+def test_an_unreadable_head_does_not_pass_a_baseline_check(runner, shipped_repo: Path) -> None:
+    """The bug: when a file was already unreadable in BASE and still is, HEAD's only finding is that
+    file, ``unchanged``; no filing rule runs on HEAD, yet ``sotakg validate --baseline main`` exits 0
+    ("failed": false) while saying "the data cannot be read; fix the files named above and run
+    again". A change adding a practice that cites a paper that does not exist passes the check.
+
+    The rule: an unreadable HEAD never passes: its rules were not checked, so nothing shows it adds
+    no violation (exit 1, as `validate` does for data it cannot read)."""
+    with (shipped_repo / "data/practices/SOTA-017.yaml").open("a", encoding="utf-8") as handle:
+        handle.write("colour: red\n")  # an unknown field: the file cannot be read
+    commit(shipped_repo, "an unreadable record, already on main")
+    (shipped_repo / "data/practices/SOTA-998.yaml").write_text(DANGLING_CITATION, encoding="utf-8")
+    code, document = baseline_json(runner, "validate", "--baseline", "main")
+    assert document["readable"] is False
+    assert document["failed"] is True
+    assert code == 1
+
+
+def test_a_base_missing_from_a_shallow_clone_says_the_clone_is_shallow(runner, tmp_path: Path, monkeypatch) -> None:
+    """The bug: in a shallow clone (CI's default checkout, depth 1), ``sotakg diff HEAD~1`` says "no
+    revision 'HEAD~1' ... fetch it first (git fetch origin HEAD~1)": a command that cannot work (a
+    remote has no ref named HEAD~1), and nothing says the clone is shallow.
+
+    The rule: when the revision is missing because the clone is shallow, the message says so and
+    how to get the history (git fetch --deepen / --unshallow), as it does for an incomplete tree."""
+    isolate_git(monkeypatch)
+    origin = new_repository(tmp_path / "origin")
+    (origin / "data/papers/LIT-083.yaml").unlink()
+    commit(origin, "drop LIT-083")
+    git(tmp_path, "clone", "-q", "--depth", "1", origin.as_uri(), "clone")
+    monkeypatch.chdir(tmp_path / "clone")
+    result = runner.invoke(cli, ["diff", "HEAD~1"])
+    assert result.exit_code == 2
+    assert "git fetch origin HEAD~1" not in result.output
+    assert "shallow" in result.output
+
+
+def test_the_baseline_cache_is_not_reused_under_another_file_size_limit(runner, shipped_repo: Path) -> None:
+    """The bug: BASE's findings depend on the file size limit (``SOTAKG_MAX_FILE_BYTES``: a larger
+    file is an unreadable-file finding), but the cache of them is keyed by tree, engine, shapes and
+    version only. After one run with a low limit, a run with the default limit reuses the findings of
+    an unreadable BASE: ``validate --baseline main`` on an unchanged checkout reports all 8 findings
+    new and 23 fixed (without the cache file: 0 new, 8 unchanged).
+
+    The rule: a cached result is reused only where it is the result the run would compute; the
+    limit that made BASE's findings is part of what they are cached by."""
+    low = runner.invoke(cli, ["validate", "--baseline", "main"], env={"SOTAKG_MAX_FILE_BYTES": "300"})
+    assert "cannot be read" in low.output
+    code, document = baseline_json(runner, "validate", "--baseline", "main")
+    assert document["states"] == {"new": 0, "unchanged": 8, "absent": 0}
+    assert code == 0
+
+
+def test_a_finding_in_an_untouched_file_is_not_new_when_a_copy_is_added(runner, shipped_repo: Path) -> None:
+    """The bug: findings that are alike but for their file are matched in report order, not file
+    first. BASE has ``SOTA-017.yml`` with an unknown field; the change adds ``SOTA-017.yaml`` with the
+    same mistake. The finding in the untouched ``SOTA-017.yml`` is reported new (and annotated by
+    ``--format github``), the one in the file the change added is called already there.
+
+    The rule: of findings alike but for their place, one in the same file as BASE's is matched to
+    it first: the untouched file's finding is ``unchanged``, the added file's is ``new``."""
+    practice = shipped_repo / "data/practices/SOTA-017.yaml"
+    practice.write_text(practice.read_text(encoding="utf-8") + "colour: red\n", encoding="utf-8")
+    practice.rename(practice.with_suffix(".yml"))
+    commit(shipped_repo, "an unreadable SOTA-017.yml, already on main")
+    shutil.copy(practice.with_suffix(".yml"), practice)
+    code, document = baseline_json(runner, "validate", "--baseline", "main")
+    assert sorted((f["file"], f["state"]) for f in document["findings"]) == [
+        ("data/practices/SOTA-017.yaml", "new"),
+        ("data/practices/SOTA-017.yml", "unchanged"),
+    ]

@@ -35,7 +35,7 @@ from sotakg.records.revisions import (
     side_source,
 )
 from sotakg.records.schema import Anthology
-from sotakg.records.sources import NOT_UTF8
+from sotakg.records.sources import DANGLING, NOT_UTF8, OUTSIDE
 
 from .gitrepo import commit, empty_repository, git, isolate_git, set_fields
 
@@ -226,7 +226,8 @@ def test_a_missing_revision_names_the_repository(tmp_path: Path, monkeypatch: py
     small_repository(tmp_path / "repo", monkeypatch)
     assert refusal(lambda: resolve_commit(Path("repo"), "nosuch")) == (
         "no revision 'nosuch' in the repository at repo; "
-        "check the name (git log --oneline), or fetch it first (git fetch origin nosuch)"
+        "check the name (git log --oneline), or fetch the branch or commit it names first "
+        "(git fetch origin main, or git fetch origin <commit>)"
     )
 
 
@@ -407,7 +408,7 @@ REFUSED = {
         "practices/SOTA-002.yaml",
         "practices/SOTA-002.yaml",
         "SOTA-002",
-        "a symbolic link in this revision; sotakg reads only regular files",
+        "a symbolic link in this revision; sotakg follows no link in a revision: commit the file itself",
     ),
     "a file over the limit": (
         "100644",
@@ -438,6 +439,63 @@ def test_a_refused_entry_is_a_problem_named_like_the_file_and_the_listing_goes_o
         {"practices/SOTA-009.yaml": AT_THE_LIMIT},
         [Problem(f"{where}{shown}", None, stem, message)],
     )
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (
+            b"SOTA-009.yaml",
+            "a symbolic link in this revision; sotakg follows no link in a revision: commit the file itself",
+        ),
+        (b"../papers/../practices/SOTA-009.yaml", "a symbolic link in this revision; sotakg follows no link"),
+        (b"../../outside.yaml", OUTSIDE),
+        (b"/etc/hostname", OUTSIDE),
+        (b"../..", OUTSIDE),
+        (b"SOTA-404.yaml", DANGLING),
+        (b"../papers/SOTA-009.yaml", DANGLING),
+        (b"a\nb.yaml", DANGLING),
+    ],
+)
+def test_a_linked_record_file_gets_the_problem_its_checkout_shows(
+    empty_repo: Path, target: bytes, message: str
+) -> None:
+    """The rule: a link where a record file should be is never followed in a revision; where its
+    checkout refuses it too (a link out of the data folder, a link to nothing), the problem is the
+    one the checkout gives, word for word, so that validate --baseline matches the two."""
+    readable = blob(empty_repo, AT_THE_LIMIT)
+    link = blob(empty_repo, target)
+    tree = tree_of(
+        empty_repo, [("120000", link, "practices/SOTA-002.yaml"), ("100644", readable, "practices/SOTA-009.yaml")]
+    )
+    contents, problems = read_tree_files(empty_repo, tree, "data")
+    assert list(contents) == ["practices/SOTA-009.yaml"]
+    assert len(problems) == 1 and problems[0].file == "data/practices/SOTA-002.yaml"
+    assert problems[0].message.startswith(message) and problems[0].record == "SOTA-002"
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("100644", "'papers' must be a folder of record files, not a file"),
+        ("120000", "'papers' is a symbolic link in this revision; sotakg follows no link in a revision"),
+        ("160000", "'papers' is a git submodule in this revision"),
+    ],
+)
+def test_a_record_folder_that_is_no_folder_in_a_revision_is_a_problem(empty_repo: Path, mode: str, message: str):
+    """The rule: a top-level record folder that a revision holds as a file, a link or a submodule is
+    a problem naming it (its checkout refuses or follows it), never a folder read as empty."""
+    readable = blob(empty_repo, AT_THE_LIMIT)
+    object_id = {
+        "100644": blob(empty_repo, b"not a folder\n"),
+        "120000": blob(empty_repo, b".papers"),
+        "160000": git(empty_repo, "commit-tree", "-m", "a submodule", git(empty_repo, "write-tree").strip()).strip(),
+    }[mode]
+    tree = tree_of(empty_repo, [(mode, object_id, "papers"), ("100644", readable, "practices/SOTA-009.yaml")])
+    contents, problems = read_tree_files(empty_repo, tree, "data")
+    assert list(contents) == ["practices/SOTA-009.yaml"]
+    assert [(problem.file, problem.record) for problem in problems] == [("data/papers", "papers")]
+    assert problems[0].message.startswith(message)
 
 
 def test_a_revision_is_read_a_share_at_a_time_each_object_once(empty_repo: Path, monkeypatch) -> None:

@@ -18,6 +18,7 @@ memory, never written out, so no name a revision holds (too long, odd bytes) rea
 from __future__ import annotations
 
 import os
+import posixpath
 import selectors
 import subprocess
 import tempfile
@@ -27,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import DataError, Problem, UsageProblem
-from .schema import Anthology, load_anthology, outside_record_folder
+from .schema import Anthology, load_anthology, outside_record_folder, shorten
 from .sources import (
+    DANGLING,
     FOLDER_KINDS,
     NOT_UTF8,
+    OUTSIDE,
     REGISTRY_FILE,
     SourceFile,
     bytes_from_environment,
@@ -200,9 +203,16 @@ def resolve_commit(repo: Path, revision: str) -> str:
     check_revision_name(revision)
     answer = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}")
     if answer.returncode != 0:
+        where = f"no revision {revision!r} in the repository at {display_path(repo)}"
+        if run_git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == b"true":
+            raise RevisionError(
+                f"{where}, a shallow clone (as CI checks out by default): its history stops short of it. "
+                f"Fetch more history (git fetch --deepen=50, or git fetch --unshallow; in GitHub Actions, "
+                f"actions/checkout with fetch-depth: 0), or fetch the branch (git fetch origin main)"
+            )
         raise RevisionError(
-            f"no revision {revision!r} in the repository at {display_path(repo)}; "
-            f"check the name (git log --oneline), or fetch it first (git fetch origin {revision})"
+            f"{where}; check the name (git log --oneline), or fetch the branch or commit it names first "
+            f"(git fetch origin main, or git fetch origin <commit>)"
         )
     return answer.stdout.decode("ascii").strip()
 
@@ -316,12 +326,19 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[RevisionC
     limit = max_file_bytes()
     wanted: list[tuple[str, str, int]] = []
     problems: list[Problem] = []
+    links: list[tuple[int, str, str, str]] = []  # (place in problems, path, as shown, object id)
     outside = 0
     for entry in _tree_entries(repo, tree, max_revision_files()):
         meta, _tab, raw_path = entry.partition(b"\t")
         mode, kind, object_id, size = meta.decode("ascii").split()
         relative = raw_path.decode("utf-8", "surrogateescape")
         parts = PurePosixPath(relative).parts
+        if len(parts) == 1 and relative in FOLDER_KINDS:
+            # A recursive listing names no folder: a record folder listed is a file, a link or a
+            # submodule, which its checkout would refuse (or follow), and never an empty folder.
+            shown = f"{shown_prefix}/{relative}" if shown_prefix else relative
+            problems.append(Problem(shown, None, relative, _not_a_record_folder(relative, mode)))
+            continue
         if any(part.startswith(".") for part in parts) or not relative.endswith((".yaml", ".yml")):
             continue  # as on disk: hidden entries and other files are not records
         escaped = escaped_name(relative)
@@ -330,10 +347,14 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[RevisionC
             problems.append(Problem(shown, None, PurePosixPath(escaped).stem, NOT_UTF8))
             continue
         shown = f"{shown_prefix}/{relative}" if shown_prefix else relative
-        stem = PurePosixPath(relative).stem
+        stem = shorten(PurePosixPath(relative).stem, 40)
+        if kind == "blob" and mode == _LINK_MODE:
+            links.append((len(problems), relative, shown, object_id))
+            problems.append(Problem(shown, None, stem, _LINK_IN_REVISION))  # told apart below
+            continue
         if kind != "blob" or mode not in _REGULAR_MODES:
-            what = "a symbolic link" if mode == "120000" else f"not a regular file (mode {mode})"
-            problems.append(Problem(shown, None, stem, f"{what} in this revision; sotakg reads only regular files"))
+            message = f"not a regular file (mode {mode}) in this revision; sotakg reads only regular files"
+            problems.append(Problem(shown, None, stem, message))
             continue
         if not size.isdigit():  # "-": an object this clone does not have (shallow or partial)
             raise RevisionError(
@@ -360,6 +381,8 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[RevisionC
                 f"{LISTED_OUTSIDE_FILES} are named above); move them into one of: {', '.join(sorted(FOLDER_KINDS))}",
             )
         )
+    for place, message in zip((link[0] for link in links), _link_messages(repo, tree, links), strict=True):
+        problems[place] = Problem(problems[place].file, None, problems[place].record, message)
     total, cap = sum(size for _relative, _oid, size in wanted), max_revision_bytes()
     if total > cap:
         raise RevisionError(
@@ -368,6 +391,66 @@ def read_tree_files(repo: Path, tree: str, shown_prefix: str) -> tuple[RevisionC
             f"SOTAKG_MAX_REVISION_BYTES if the revision is yours"
         )
     return RevisionContents(repo, tree, wanted), problems
+
+
+_LINK_MODE = "120000"
+_LINK_IN_REVISION = "a symbolic link in this revision; sotakg follows no link in a revision: commit the file itself"
+#: The longest link target read: no path a file system takes is longer.
+_MAX_LINK_TARGET = 4096
+
+
+def _not_a_record_folder(name: str, mode: str) -> str:
+    if mode == _LINK_MODE:
+        return f"'{name}' is a symbolic link in this revision; sotakg follows no link in a revision: commit the folder"
+    if mode == "160000":
+        return f"'{name}' is a git submodule in this revision; its records are not in this repository"
+    return f"'{name}' must be a folder of record files, not a file"  # as scan_sources says on disk
+
+
+def _link_messages(repo: Path, tree: str, links: list[tuple[int, str, str, str]]) -> list[str]:
+    """For each link (a record file that is a symbolic link in ``tree``), the problem its checkout
+    would show where it shows one: a link out of the data folder, or to nothing in it; a link to a
+    file inside is followed on disk and refused here (no link of a revision is ever followed)."""
+    if not links:
+        return []
+    objects = list(dict.fromkeys(object_id for _place, _relative, _shown, object_id in links))
+    batch = run_git(repo, "cat-file", "--batch", stdin="".join(f"{oid}\n" for oid in objects).encode())
+    if batch.returncode != 0:
+        raise RevisionError(f"git cannot read the objects of tree {tree}")
+    targets: dict[str, bytes] = {}
+    output, position = batch.stdout, 0
+    for object_id in objects:
+        header_end = output.index(b"\n", position)
+        header = output[position:header_end].decode("ascii").split()
+        if len(header) != 3 or header[0] != object_id or header[1] != "blob":
+            raise RevisionError(f"git answered {' '.join(header)!r} for object {object_id}")
+        start = header_end + 1
+        targets[object_id] = output[start : start + int(header[2])]
+        position = start + int(header[2]) + 1
+    inside: dict[int, str] = {}
+    messages: list[str] = []
+    for index, (_place, relative, _shown, object_id) in enumerate(links):
+        raw = targets[object_id]
+        target = raw.decode("utf-8", "surrogateescape")
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(relative), target))
+        if len(raw) > _MAX_LINK_TARGET or "\n" in target or "\0" in target:
+            messages.append(DANGLING)  # no file system has such a name
+        elif target.startswith("/") or joined == ".." or joined.startswith("../"):
+            messages.append(OUTSIDE)
+        else:
+            inside[index] = joined
+            messages.append(_LINK_IN_REVISION)
+    if inside:
+        # One question for all the targets inside: does the tree hold something there?
+        asked = "".join(f"{tree}:{path}\n" for path in inside.values()).encode("utf-8", "surrogateescape")
+        answer = run_git(repo, "cat-file", "--batch-check", stdin=asked)
+        if answer.returncode != 0:
+            raise RevisionError(f"git cannot look up the link targets of tree {tree}")
+        lines = answer.stdout.split(b"\n")
+        for line_number, index in enumerate(inside):
+            if line_number >= len(lines) or lines[line_number].endswith(b" missing"):
+                messages[index] = DANGLING
+    return messages
 
 
 def _tree_entries(repo: Path, tree: str, cap: int) -> Iterator[bytes]:

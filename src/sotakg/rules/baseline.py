@@ -34,14 +34,14 @@ import secrets
 import stat
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import __version__
 from ..errors import DataError, UsageProblem
 from ..records.revisions import find_revision, read_revision, run_git, side_source
 from ..records.schema import Anthology, load_anthology
-from ..records.sources import display_path
+from ..records.sources import display_path, max_file_bytes
 from .validate import (
     DEFAULT_ENGINE,
     Finding,
@@ -60,39 +60,36 @@ CACHE_MAX_BYTES = 64 * 1024 * 1024
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _LINE_NUMBER = re.compile(r"(?<=line )\d+|(?<=:)\d+")
+#: A record file named in a message, as the working directory or the revision shows it: only its
+#: name is kept (``data/practices/SOTA-047.yaml`` and ``practices/SOTA-047.yaml`` are one file).
+_FILE_IN_MESSAGE = re.compile(r"[^\s'\"]*/([^\s/'\"]+\.ya?ml)\b")
 
 
 def finding_key(finding: Finding) -> tuple[Any, ...]:
-    """What a finding is about, independent of the line it stands on."""
+    """What a finding is about, independent of the line it stands on and of where the command runs."""
     subject = finding.record or finding.focus or ""
     return (
         finding.rule_id,
         subject,
         field_of_path(finding.path),
         finding.value,
-        _LINE_NUMBER.sub("#", finding.message),
+        _LINE_NUMBER.sub("#", _FILE_IN_MESSAGE.sub(r"\1", finding.message)),
     )
 
 
 def mark_findings(report: ValidationReport, base_findings: Sequence[Finding], label: str) -> ValidationReport:
     """``report`` with each finding marked new or unchanged against ``base_findings``, and the base's
     findings it no longer has listed as absent."""
-    in_base = Counter(finding_key(f) for f in base_findings)
-    marked = []
-    for finding in report.findings:
-        key = finding_key(finding)
-        state = "unchanged" if in_base[key] > 0 else "new"
-        in_base[key] -= 1
-        marked.append(dataclasses.replace(finding, state=state))
-    in_head = Counter(finding_key(f) for f in report.findings)
+    marked = [
+        dataclasses.replace(finding, state="unchanged" if matched else "new")
+        for finding, matched in zip(report.findings, _matched(report.findings, base_findings), strict=True)
+    ]
     absent = []
     # An unreadable HEAD has no findings but the unreadable files: nothing BASE had is known fixed.
-    for finding in base_findings if report.readable else ():
-        key = finding_key(finding)
-        if in_head[key] > 0:
-            in_head[key] -= 1
-        else:
-            absent.append(dataclasses.replace(finding, state="absent"))
+    if report.readable:
+        for finding, matched in zip(base_findings, _matched(base_findings, report.findings), strict=True):
+            if not matched:
+                absent.append(dataclasses.replace(finding, state="absent"))
     return ValidationReport(
         marked,
         report.rules,
@@ -102,6 +99,31 @@ def mark_findings(report: ValidationReport, base_findings: Sequence[Finding], la
         baseline=label,
         absent=sorted(absent, key=Finding.sort_key),
     )
+
+
+def _place(finding: Finding) -> str:
+    """Where a finding stands, as both sides name it: its record folder and file name."""
+    return "/".join(PurePosixPath(finding.file).parts[-2:]) if finding.file else ""
+
+
+def _matched(findings: Sequence[Finding], others: Sequence[Finding]) -> list[bool]:
+    """For each of ``findings``, whether one of ``others`` is the same finding, each of ``others``
+    matched once: first those in the same file, then any alike, so that of two findings alike but
+    for their file, the one in the file the other side has too is the one matched."""
+    in_place = Counter((finding_key(f), _place(f)) for f in others)
+    alike = Counter(finding_key(f) for f in others)
+    keys = [finding_key(f) for f in findings]
+    matched = [False] * len(findings)
+    for index, (finding, key) in enumerate(zip(findings, keys, strict=True)):
+        if in_place[key, _place(finding)] > 0:
+            in_place[key, _place(finding)] -= 1
+            alike[key] -= 1
+            matched[index] = True
+    for index, key in enumerate(keys):
+        if not matched[index] and alike[key] > 0:
+            alike[key] -= 1
+            matched[index] = True
+    return matched
 
 
 def anthology_findings(anthology: Anthology, engine: str, shapes: Sequence[Path]) -> list[Finding]:
@@ -119,7 +141,9 @@ def anthology_findings(anthology: Anthology, engine: str, shapes: Sequence[Path]
 
 def _cache_key(tree: str, engine: str, shapes: Sequence[Path]) -> str:
     digest = hashlib.sha256()
-    digest.update(json.dumps([CACHE_FORMAT, __version__, tree, engine]).encode())
+    # The file size limit decides which of BASE's files can be read at all: findings made under
+    # another limit are not the ones this run would make.
+    digest.update(json.dumps([CACHE_FORMAT, __version__, tree, engine, max_file_bytes()]).encode())
     for path in shapes:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()

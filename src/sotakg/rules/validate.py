@@ -149,9 +149,10 @@ class ValidationReport:
 
     def failed(self, strict: bool = False) -> bool:
         """Whether the run fails: violations, or with ``strict`` warnings too; against a baseline,
-        only the new findings count."""
+        only the new findings count, and data that cannot be read always fails (no rule ran on it,
+        so nothing shows that it adds no violation)."""
         failing = {"violation", "warning"} if strict else {"violation"}
-        if self.baseline is not None:
+        if self.baseline is not None and self.readable:
             return any(f.severity in failing and f.state == "new" for f in self.findings)
         return not self.conforms or (strict and self.counts["warning"] > 0)
 
