@@ -345,6 +345,13 @@ def run_scale(scale: float, seed: int, runner: Runner, pyshacl: bool = True) -> 
     m("sotakg build --force", sotakg(data, store, "build", "--force"), scratch)
     m("sotakg build (no change)", sotakg(data, store, "build"), scratch)
     m("sotakg export rdf (Turtle)", sotakg(data, store, "export", "rdf", "-o", str(ttl)), scratch)
+    site = scratch / "site"
+    m(
+        "sotakg export site (new folder)",
+        sotakg(data, store, "export", "site", str(site)),
+        scratch,
+        setup=lambda: shutil.rmtree(site, ignore_errors=True),
+    )
     subprocess.run(sotakg(data, store, "export", "rdf", "-o", str(nt)), check=True, env=runner.env, cwd=scratch)
     triples = sum(1 for _ in nt.open("rb"))
 
@@ -600,6 +607,7 @@ BASELINES = {
     "sotakg build (no change)": "oxigraph load (N-Triples)",
     "sotakg build (one-record edit)": "sotakg build --force",
     "sotakg export rdf (Turtle)": "oxigraph load (N-Triples)",
+    "sotakg export site (new folder)": "sotakg export rdf (Turtle)",
 }
 OTHER_LABELS = tuple(other.label for other in OTHER_ENGINES)
 

@@ -793,6 +793,56 @@ def test_a_rewritten_query_answers_as_its_reference_formulation(name, generated_
         assert len(answered) >= at_least
 
 
+#: The topic view's first formulation: the node labels joined straight to the path from the topic
+#: (seconds per topic at 10,000 records: the engine walked the path back from every labelled node).
+TOPIC_VIEW_REFERENCE = """
+PREFIX cito: <http://purl.org/spar/cito/>
+PREFIX dcterms: <http://purl.org/dc/terms/>
+PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#>
+PREFIX skos: <http://www.w3.org/2004/02/skos/core#>
+PREFIX sota: <https://w3id.org/sotakg/ontology#>
+CONSTRUCT {
+  ?member sota:filedUnder ?topicNode .
+  ?member ?link ?target .
+  ?node ?property ?value .
+} WHERE {
+  {
+    ?topicNode a sota:Topic ; sota:slug ?topic .
+    ?member sota:filedUnder ?topicNode .
+    OPTIONAL { ?member ?link ?target . VALUES ?link { cito:cites sota:reasonNames } }
+  }
+  UNION
+  {
+    ?labelled a sota:Topic ; sota:slug ?topic .
+    ?labelled (^sota:filedUnder/(cito:cites|sota:reasonNames)?)? ?node .
+    ?node ?property ?value .
+    VALUES ?property {
+      rdf:type dcterms:identifier dcterms:title sota:status sota:authors sota:year skos:prefLabel sota:slug
+    }
+  }
+}"""
+
+
+def test_the_topic_view_answers_as_its_reference_formulation(generated_store, shipped_store):
+    """Bound as the embedded store binds it (substitutions) and as a remote server gets it (a
+    trailing VALUES block), for every topic: the same triples as the first formulation."""
+    from pyoxigraph import Literal, Variable
+
+    from sotakg.query.sparql import values_clause
+    from sotakg.views.named import find_view
+
+    view = find_view("topic").text
+    for store in (generated_store, shipped_store):
+        slugs = [row["s"].value for row in store.query("SELECT ?s { ?t <https://w3id.org/sotakg/ontology#slug> ?s }")]
+        assert len(slugs) >= 1
+        for slug in slugs:
+            bound = {Variable("topic"): Literal(slug)}
+            expected = set(map(str, store.query(TOPIC_VIEW_REFERENCE, substitutions=bound)))
+            assert len(expected) > 1
+            assert set(map(str, store.query(view, substitutions=bound))) == expected
+            assert set(map(str, store.query(view + values_clause(bound)))) == expected
+
+
 # ------------------------------------------------------------------------------------------ header reader
 
 _HEADER_PIECES = [

@@ -263,6 +263,28 @@ def site(built_store, tmp_path_factory) -> Path:
     return folder
 
 
+def test_a_diagram_too_large_for_a_page_is_not_drawn_and_says_how_to_draw_it(
+    built_store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Past MAX_DRAWN_LINKS links a page shows no drawing (no layout is legible there, and
+    Graphviz's grows faster than the links) but says how large it is and which command draws it;
+    smaller diagrams are drawn as before."""
+    from sotakg.views import site as site_module
+
+    data, store = built_store
+    monkeypatch.setattr(site_module, "MAX_DRAWN_LINKS", 30)
+    folder = tmp_path / "public"
+    build_site(LocalBackend(store, data_dir=data), folder, graphviz=False)
+    citations = (folder / "view-citations.html").read_text(encoding="utf-8")
+    assert "more than a page can show legibly (at most 30 links are drawn here)" in citations
+    assert "<code>sotakg export view citations -o citations.svg</code> draws it" in citations
+    assert "mermaid-source" not in citations
+    topic = (folder / "topic-distributed-optimization.html").read_text(encoding="utf-8")
+    assert "sotakg export view topic -p topic=distributed-optimization -o topic.svg" in topic
+    adr = (folder / "ADR-026.html").read_text(encoding="utf-8")
+    assert "mermaid-source" in adr and "more than a page can show" not in adr  # a small one, drawn
+
+
 class Page(HTMLParser):
     """What a test needs of a page: its links, its text outside links, and what it embeds."""
 

@@ -290,6 +290,27 @@ def test_dot_of_each_view_renders_with_graphviz():
     assert ">SOTA&#45;049 (Rejected)</text>" in svgs[1]
 
 
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (apt-get install graphviz)")
+def test_many_diagrams_are_drawn_in_batches_each_in_its_place(monkeypatch: pytest.MonkeyPatch):
+    """A site's diagrams go to several dot processes (batches of about RENDER_BATCH_CHARS, as many
+    at once as there are cores); each source still gets its own drawing, in order."""
+    from sotakg.views import diagrams
+
+    sources = [f'digraph "g{n:02d}" {{ "a{n}" -> "b{n}" }}\n' for n in range(10, 50)]  # of one length
+    calls: list[int] = []
+    real = diagrams._render_batch
+
+    def counting(dot, batch, timeout):
+        calls.append(len(batch))
+        return real(dot, batch, timeout)
+
+    monkeypatch.setattr(diagrams, "_render_batch", counting)
+    monkeypatch.setattr(diagrams, "RENDER_BATCH_CHARS", 3 * len(sources[0]))
+    svgs = render_svgs(sources)
+    assert sorted(calls) == [1] + [3] * 13
+    assert [re.search(r"<title>(g\d+)</title>", svg).group(1) for svg in svgs] == [f"g{n}" for n in range(10, 50)]
+
+
 #: The site's page is 74rem wide less 1.5rem of padding each side, at 16px a rem: 1136px, or 852pt.
 SITE_PAGE_WIDTH_PT = (74 - 3) * 16 * 72 / 96
 

@@ -17,6 +17,7 @@ import re
 import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from ..errors import QueryFailed, RecordNotFound, UsageProblem
@@ -84,11 +85,20 @@ class Facts:
 
     def subjects(self, predicate: str, target: str) -> list[str]:
         """Subjects that state ``predicate target``."""
-        return sorted(
-            subject
-            for subject, props in self._by_subject.items()
-            if any(getattr(value, "value", None) == target for value in props.get(predicate, []))
-        )
+        return sorted(self._by_object.get((predicate, target), ()))
+
+    @cached_property
+    def _by_object(self) -> dict[tuple[str, str], set[str]]:
+        # Made once, when first asked: looking through every subject for each question made a
+        # site of 4,500 practices take minutes (each practice asks several).
+        index: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for subject, props in self._by_subject.items():
+            for predicate, values in props.items():
+                for value in values:
+                    target = getattr(value, "value", None)
+                    if isinstance(target, str):
+                        index[predicate, target].add(subject)
+        return index
 
     def kind(self, iri: str) -> str | None:
         for type_iri in self.iris(iri, v.TYPE):

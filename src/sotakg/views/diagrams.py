@@ -11,6 +11,7 @@ always give the same text.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -552,9 +553,15 @@ def graphviz_available() -> bool:
     return shutil.which("dot") is not None
 
 
+#: The DOT text one ``dot`` process is given at most: a site's diagrams are drawn by several processes
+#: (as many at once as there are cores), each within the time limit, however large the site.
+RENDER_BATCH_CHARS = 1 << 20
+
+
 def render_svgs(sources: list[str], timeout: float = 120.0) -> list[str]:
-    """Each DOT source drawn as SVG by one ``dot`` run (one process for all: dot starts slowly).
-    GraphvizMissing, naming the package, when dot is not installed."""
+    """Each DOT source drawn as SVG, by few ``dot`` runs (dot starts slowly): consecutive sources in
+    batches of about ``RENDER_BATCH_CHARS``, as many batches at once as there are cores, each within
+    ``timeout`` seconds. GraphvizMissing, naming the package, when dot is not installed."""
     if not sources:
         return []
     dot = shutil.which("dot")
@@ -564,6 +571,24 @@ def render_svgs(sources: list[str], timeout: float = 120.0) -> list[str]:
             f"{GRAPHVIZ_PACKAGE} package (for example: apt-get install {GRAPHVIZ_PACKAGE}), "
             f"or use --format dot or mermaid"
         )
+    batches: list[list[str]] = [[]]
+    size = 0
+    for source in sources:
+        if batches[-1] and size + len(source) > RENDER_BATCH_CHARS:
+            batches.append([])
+            size = 0
+        batches[-1].append(source)
+        size += len(source)
+    if len(batches) == 1:
+        return _render_batch(dot, batches[0], timeout)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(len(batches), os.cpu_count() or 1)) as pool:
+        drawn = list(pool.map(lambda batch: _render_batch(dot, batch, timeout), batches))
+    return [document for documents in drawn for document in documents]
+
+
+def _render_batch(dot: str, sources: list[str], timeout: float) -> list[str]:
     try:
         completed = subprocess.run(
             [dot, "-Tsvg"], input="".join(sources).encode("utf-8"), capture_output=True, timeout=timeout
