@@ -468,3 +468,51 @@ def test_an_interrupt_while_the_command_starts_is_aborted_not_a_traceback(monkey
         entry.main()
     assert exited.value.code == 130
     assert capsys.readouterr().err == "Aborted!\n"
+
+
+# ------------------------------------------------------------------------------------------ the newcomer's mistakes
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["build", "--data", "data"], "'sotakg --data DIR build ...'"),
+        (["validate", "--store=x/store"], "'sotakg --store PATH validate ...'"),
+        (["export", "index", "--data", "d", "--all", "-o", "pages"], "'sotakg --data DIR export index ...'"),
+    ],
+)
+def test_an_option_of_sotakg_itself_after_the_command_says_where_it_goes(runner, tmp_path: Path, args, shown):
+    """`sotakg build --data DIR` said only "No such option '--data'": --data and --store are options of
+    sotakg itself. The rule: a usage error (exit 2) that shows the command line it takes."""
+    result = runner.invoke(cli, args)
+    _no_traceback(result)
+    assert result.exit_code == 2
+    assert f"is an option of sotakg itself: give it before the command, as in {shown}" in result.output
+
+
+@pytest.mark.parametrize("args", [["build"], ["validate"], ["query", "adrs"], ["console"]])
+def test_a_command_run_where_there_is_no_data_folder_makes_nothing(tmp_path: Path, args) -> None:
+    """`sotakg build` in a folder without data/ exited 2 but left `.sotakg/store.lock` behind; the
+    console went on to its prompt (piped: exit 0 with no input) and repeated the error at every
+    query. The rule: exit 2 at once, naming the missing folder, and nothing written."""
+    done = _sotakg(args, tmp_path, stdin=b"ASK {}\n")
+    assert done.returncode == 2, done.stderr
+    assert b"data folder data does not exist; pass --data DIR" in done.stderr
+    assert b"Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_pages_into_a_file_are_a_usage_error_before_any_page_is_made(runner, built_store, tmp_path: Path) -> None:
+    """`export index --all -o README.md` (a file) exited 1 while `export site README.md` exited 2, and
+    the site checked its folder only after making every page. The rule: exit 2 for both, the file
+    left as it was."""
+    data, store = built_store
+    target = tmp_path / "README.md"
+    target.write_text("mine\n", encoding="utf-8")
+    result = runner.invoke(
+        cli, ["--data", str(data), "--store", str(store), "export", "index", "--all", "-o", str(target)]
+    )
+    _no_traceback(result)
+    assert result.exit_code == 2
+    assert "exists and is not a folder; name a folder to write the files into" in result.output
+    assert target.read_text(encoding="utf-8") == "mine\n"

@@ -79,6 +79,28 @@ def test_why_tells_the_same_story(runner, built_store, endpoint, record):
     assert remote.stdout == golden.read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize("graph", [None, GRAPH], ids=["default-graph", "named-graph"])
+def test_views_and_the_site_are_made_from_the_endpoint_as_from_the_store(
+    runner, built_store, endpoint, graph, tmp_path
+):
+    """`export view` and `export site` take --endpoint (the README said so; they did not): what they
+    write from the server's graph is what they write from the embedded store."""
+    remote_args = ["--endpoint", endpoint] + (["--graph", graph] if graph else [])
+    for name, params in (("citations", []), ("topic", ["-p", "topic=distributed-optimization"])):
+        local = invoke(runner, built_store, "export", "view", name, *params, "-f", "nt")
+        remote = invoke(runner, built_store, "export", "view", name, *params, "-f", "nt", *remote_args)
+        assert local.exit_code == 0 and remote.exit_code == 0, remote.output
+        assert remote.stdout == local.stdout and local.stdout.count("\n") > 20
+    here, there = tmp_path / "local", tmp_path / "remote"
+    assert invoke(runner, built_store, "export", "site", str(here), "--mermaid").exit_code == 0
+    result = invoke(runner, built_store, "export", "site", str(there), "--mermaid", *remote_args)
+    assert result.exit_code == 0, result.output
+    pages = sorted(path.name for path in here.iterdir())
+    assert sorted(path.name for path in there.iterdir()) == pages and len(pages) > 60
+    for page in pages:
+        assert (there / page).read_bytes() == (here / page).read_bytes(), page
+
+
 def test_an_unknown_record_is_not_found_remotely_too(runner, built_store, endpoint):
     local = invoke(runner, built_store, "why", "SOTA-0499")
     result = invoke(runner, built_store, "why", "SOTA-0499", "--endpoint", endpoint)

@@ -45,6 +45,12 @@ LIMIT = 100
 AT_THE_LIMIT = b"id: SOTA-009\n" + b"#" * (LIMIT - 14) + b"\n"
 
 
+#: How the messages say to name BASE without git.
+FOLDER_INSTEAD = (
+    "spelled as a path (sotakg diff ./old-data, validate --baseline ./old-data, publish --since ./old-data)"
+)
+
+
 def practice(record_id: str, title: str = "Shard the optimizer state") -> str:
     return f"id: {record_id}\nversion: 1\ntitle: {title}\nstatus: Proposed\ntopic: distributed-optimization\n"
 
@@ -132,7 +138,7 @@ def test_git_looks_for_the_repository_as_the_callers_environment_says(
     monkeypatch.chdir(tmp_path)
     assert refusal(lambda: repository_of(Path("outer/sub/data"))) == (
         "data folder outer/sub/data is not in a git repository, so it has no revisions; "
-        "give two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
+        "compare with a data folder instead, " + FOLDER_INSTEAD
     )
 
 
@@ -156,7 +162,7 @@ def test_gits_messages_are_read_in_english_whatever_the_users_language(
     assert refusal(lambda: repository_of(Path("data"))) == (
         "git takes data folder data (or a folder above it) for a bare repository (it holds HEAD, objects/ "
         "and refs/), and sotakg reads no repository a checkout could have made: git would obey its config. "
-        "Remove those files, or compare two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
+        "Remove those files, or compare with a data folder instead, " + FOLDER_INSTEAD
     )
 
 
@@ -186,7 +192,7 @@ def test_a_data_folder_in_no_repository_is_named(tmp_path: Path, monkeypatch: py
     monkeypatch.chdir(tmp_path)
     assert refusal(lambda: repository_of(Path("old"))) == (
         "data folder old is not in a git repository, so it has no revisions; "
-        "give two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
+        "compare with a data folder instead, " + FOLDER_INSTEAD
     )
 
 
@@ -658,7 +664,8 @@ def test_a_data_folder_in_a_submodule_has_no_revisions_to_compare(tmp_path: Path
     monkeypatch.chdir(outer)
     assert refusal(lambda: repository_of(Path("data"))) == (
         "data folder data is in a submodule, a repository of its own that the checkout names, so its revisions "
-        "are not the checkout's; compare two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
+        "are not the checkout's; "
+        "compare with a data folder instead, " + FOLDER_INSTEAD
     )
 
 

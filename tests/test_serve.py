@@ -110,8 +110,8 @@ def test_a_missing_server_names_the_install_command(monkeypatch, tmp_path):
     with pytest.raises(ServeError) as caught:
         serve.find_oxigraph()
     assert str(caught.value) == (
-        "the Oxigraph server is not installed; install it with: pip install 'sotakg[serve]' "
-        "(or point SOTAKG_OXIGRAPH at an oxigraph binary)"
+        "the Oxigraph server is not installed (sotakg depends on the oxigraph package); install it with: "
+        "pip install oxigraph, or point SOTAKG_OXIGRAPH at an oxigraph binary"
     )
 
 

@@ -91,11 +91,35 @@ def _store_path(value: Path) -> Path:
     return value
 
 
+#: The options of ``sotakg`` itself, which come before the command.
+_GROUP_OPTIONS = ("--data", "--store")
+
+
+def _before_the_command(error: click.NoSuchOption, ctx: click.Context) -> click.NoSuchOption:
+    """``sotakg build --data DIR``: an option of sotakg itself given after the command is told where
+    it goes (click only says there is no such option)."""
+    name = error.option_name.split("=", 1)[0]
+    if name not in _GROUP_OPTIONS:
+        return error
+    command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else ctx.info_name
+    value = "DIR" if name == "--data" else "PATH"
+    message = (
+        f"{name} is an option of sotakg itself: give it before the command, as in 'sotakg {name} {value} {command} ...'"
+    )
+    return click.NoSuchOption(name, message, ctx=ctx)
+
+
 class SotakgCommand(click.Command):
     """A command that turns the library's exceptions into click's: exit 2 for usage, 1 otherwise."""
 
     def invoke(self, ctx: click.Context) -> Any:
         return _translated(super().invoke, ctx)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            raise _before_the_command(error, ctx) from None
 
 
 class SotakgGroup(click.Group):
@@ -105,6 +129,12 @@ class SotakgGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         return _translated(super().invoke, ctx)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            raise _before_the_command(error, ctx) from None
 
 
 SotakgGroup.group_class = SotakgGroup
@@ -550,7 +580,9 @@ def query_backend(ctx: click.Context):
     if ctx.obj.get("method") is not None:
         raise UsageProblem("--method needs --endpoint: it says how queries travel to a remote server")
     from .query.sparql import LocalBackend
+    from .records.sources import require_data_folder
 
+    require_data_folder(ctx.obj["data"])  # at once, not at the first query (a console would go on)
     return LocalBackend(ctx.obj["store"], data_dir=ctx.obj["data"])
 
 
@@ -914,6 +946,7 @@ def views_command(name: str | None) -> None:
 )
 @timeout_option
 @output_option
+@endpoint_options
 @click.pass_context
 def export_view_command(
     ctx: click.Context,
@@ -948,6 +981,7 @@ def export_view_command(
 @click.argument("folder", metavar="DIR", type=OutputPath(file_okay=False, path_type=Path))
 @click.option("--mermaid", is_flag=True, help="Show diagrams as Mermaid source even when Graphviz is installed.")
 @timeout_option
+@endpoint_options
 @click.pass_context
 def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout: float) -> None:
     """Write the anthology as a static HTML site into DIR.

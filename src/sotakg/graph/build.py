@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, Problem
-from ..records.sources import display_path, max_file_bytes, read_many, scan_sources
+from ..records.sources import display_path, max_file_bytes, read_many, require_data_folder, scan_sources
 
 if TYPE_CHECKING:
     from pyoxigraph import Quad
@@ -93,6 +93,8 @@ def build(
     """
     step = progress or (lambda done, total, name: None)
     started = time.perf_counter()
+    if data is None:
+        require_data_folder(data_dir)  # before the lock: a build run in the wrong place makes nothing
     layout = StoreLayout(store_path)
     with build_lock(layout, wait_seconds):
         for leftover in layout.leftovers():

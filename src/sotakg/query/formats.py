@@ -122,11 +122,17 @@ def write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def write_files(folder: Path, files: Mapping[str, str]) -> WriteReport:
-    """Write each ``{relative name: text}`` into ``folder`` (created if missing), skipping unchanged files."""
+def check_output_folder(folder: Path) -> None:
+    """UsageProblem (exit 2) when ``folder``, named for files to be written into, is a link or
+    lies behind one, or exists and is not a folder: checked before anything is made for it."""
     refuse_linked_folder(folder, "output folder")
     if folder.exists() and not folder.is_dir():
-        raise ExportError(f"{folder} exists and is not a folder")
+        raise UsageProblem(f"{display_path(folder)} exists and is not a folder; name a folder to write the files into")
+
+
+def write_files(folder: Path, files: Mapping[str, str]) -> WriteReport:
+    """Write each ``{relative name: text}`` into ``folder`` (created if missing), skipping unchanged files."""
+    check_output_folder(folder)
     report = WriteReport()
     for name in sorted(files):
         # The folder is the user's choice; a link below it (committed to a checkout, say) is not.

@@ -148,6 +148,12 @@ def run_git(repo: Path, *args: str, stdin: bytes | None = None) -> subprocess.Co
         raise RevisionError(f"git {args[0]} took more than {GIT_TIMEOUT:.0f} s in {display_path(repo)}") from None
 
 
+#: How to name BASE without git: a data folder spelled as a path, as diff, validate and publish take it.
+_FOLDER_INSTEAD = (
+    "spelled as a path (sotakg diff ./old-data, validate --baseline ./old-data, publish --since ./old-data)"
+)
+
+
 def repository_of(data_dir: Path) -> tuple[Path, str]:
     """The top folder of the git repository holding ``data_dir``, and the data folder's path in it
     (``data``; empty when the data folder is the repository's top). RevisionError when it is in none."""
@@ -161,13 +167,14 @@ def repository_of(data_dir: Path) -> tuple[Path, str]:
         raise RevisionError(
             f"git takes data folder {display_path(data_dir)} (or a folder above it) for a bare repository "
             f"(it holds HEAD, objects/ and refs/), and sotakg reads no repository a checkout could have "
-            f"made: git would obey its config. Remove those files, or compare two data folders instead "
-            f"(sotakg diff OLD_DIR NEW_DIR)"
+            f"made: git would obey its config. Remove those files, or compare with a data folder "
+            f"instead, {_FOLDER_INSTEAD}"
         )
     if answer.returncode != 0:
         raise RevisionError(
             f"data folder {display_path(data_dir)} is not in a git repository, so it has no revisions; "
-            f"give two data folders instead (sotakg diff OLD_DIR NEW_DIR)"
+            f"compare with a data folder instead, "
+            f"{_FOLDER_INSTEAD}"
         )
     superproject = run_git(data_dir, "rev-parse", "--show-superproject-working-tree").stdout
     if superproject.strip():
@@ -175,8 +182,8 @@ def repository_of(data_dir: Path) -> tuple[Path, str]:
         # request could make BASE a revision of a repository of its own choosing.
         raise RevisionError(
             f"data folder {display_path(data_dir)} is in a submodule, a repository of its own that the "
-            f"checkout names, so its revisions are not the checkout's; compare two data folders instead "
-            f"(sotakg diff OLD_DIR NEW_DIR)"
+            f"checkout names, so its revisions are not the checkout's; compare with a data folder "
+            f"instead, {_FOLDER_INSTEAD}"
         )
     # One call each: a folder name may hold a line break, so two answers on two lines cannot be split.
     prefix = run_git(data_dir, "rev-parse", "--show-prefix").stdout

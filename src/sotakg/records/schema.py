@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DataError, DataFolderMissing, Problem
+from ..errors import DataError, Problem
 from .fastyaml import parse_canonical
 from .sources import (
     FOLDER_KINDS,
@@ -26,6 +26,7 @@ from .sources import (
     display_path,
     max_file_bytes,
     read_bounded,
+    require_data_folder,
     scan_sources,
 )
 
@@ -565,15 +566,7 @@ def load_anthology(
 
     ``sources`` and ``contents`` (file bytes by relative path) let a caller that already scanned
     and read the folder avoid doing it twice."""
-    if not data_dir.is_dir():
-        if data_dir.exists():
-            raise DataFolderMissing(
-                f"{display_path(data_dir)} is a file, not a data folder; pass the folder of records"
-            )
-        raise DataFolderMissing(
-            f"data folder {display_path(data_dir)} does not exist; pass --data DIR or create it "
-            f"with 'sotakg import markdown PAGE'"
-        )
+    require_data_folder(data_dir)
     problems: list[Problem] = []
     records: list[Record] = []
     for source in sources if sources is not None else scan_sources(data_dir):

@@ -15,7 +15,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple, cast
 
-from ..errors import UsageProblem
+from ..errors import DataFolderMissing, UsageProblem
 
 #: Files larger than this are refused before they are parsed (``SOTAKG_MAX_FILE_BYTES`` overrides).
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -306,6 +306,19 @@ def scan_sources(data_dir: Path, only: Collection[str] | None = None) -> list[So
     if only is not None:  # the refusals met on the way (a linked folder, a bad name) are others' entries
         return [source for source in found if source.relative in only]
     return found
+
+
+def require_data_folder(data_dir: Path) -> None:
+    """DataFolderMissing (a usage problem: exit 2) when ``data_dir`` is not a folder, checked before
+    a command takes a lock or makes a folder, so a command run in the wrong place leaves nothing."""
+    if data_dir.is_dir():
+        return
+    if data_dir.exists():
+        raise DataFolderMissing(f"{display_path(data_dir)} is a file, not a data folder; pass the folder of records")
+    raise DataFolderMissing(
+        f"data folder {display_path(data_dir)} does not exist; pass --data DIR or create it "
+        f"with 'sotakg import markdown PAGE'"
+    )
 
 
 def refuse_link_to_a_device(path: Path) -> None:

@@ -1,7 +1,7 @@
 """``sotakg serve``: the store, read-only, over the SPARQL 1.1 Protocol, with the Oxigraph server.
 
 sotakg does not grow a query engine of its own: it runs ``oxigraph serve-read-only`` (the ``oxigraph``
-package on PyPI, ``pip install 'sotakg[serve]'``) as a child process on the store's current
+package on PyPI, a dependency of sotakg) as a child process on the store's current
 generation, which answers queries at ``/query`` and offers a query page at ``/``. The server runs in
 a network of its own where the system allows it (a user and network namespace: ``_OWN_NETWORK``), so
 no other process can reach its port and it can reach nothing; elsewhere it listens on a free
@@ -52,7 +52,8 @@ STARTUP_SECONDS = 20.0
 STOP_SECONDS = 10.0
 #: The environment variable naming an oxigraph binary to use instead of the installed one.
 ENV_BINARY = "SOTAKG_OXIGRAPH"
-INSTALL_HINT = "pip install 'sotakg[serve]'"
+#: sotakg depends on the ``oxigraph`` package: it is missing only where it was removed or broken.
+INSTALL_HINT = "pip install oxigraph"
 READY_PROBE = "/query?query=ASK%7B%7D"
 
 
@@ -77,8 +78,8 @@ def find_oxigraph(environ: Mapping[str, str] | None = None) -> str:
     if found:
         return found
     raise ServeError(
-        f"the Oxigraph server is not installed; install it with: {INSTALL_HINT} "
-        f"(or point {ENV_BINARY} at an oxigraph binary)"
+        f"the Oxigraph server is not installed (sotakg depends on the oxigraph package); install it with: "
+        f"{INSTALL_HINT}, or point {ENV_BINARY} at an oxigraph binary"
     )
 
 

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ExportError, QueryFailed
 from ..graph import vocab as v
-from ..query.formats import WriteReport, write_files
+from ..query.formats import WriteReport, check_output_folder, write_files
 from ..query.results import SelectResult
 from ..query.sparql import DEFAULT_TIMEOUT, Backend, run_query
 from ..query.why import Facts, Governance, Provenance, Ref, arxiv_with_version, provenance
 from ..records.indexpage import RECORD_ID_RE
-from ..records.sources import NotARegularFile, SourceTooLarge, read_bounded, refuse_linked_folder
+from ..records.sources import NotARegularFile, SourceTooLarge, read_bounded
 from .diagrams import (
     Diagram,
     Neighbourhoods,
@@ -725,11 +725,9 @@ def build_site(
     the previous build wrote that no longer exist removed (only those, as listed in ``.sotakg-site``)."""
     from .diagrams import graphviz_available
 
-    refuse_linked_folder(folder, "output folder")  # before anything in it is read
+    check_output_folder(folder)  # before anything in it is read, or any page made
     draw = graphviz_available() if graphviz is None else graphviz
     pages = site_pages(backend, draw, timeout)
-    if folder.exists() and not folder.is_dir():
-        raise ExportError(f"{folder} exists and is not a folder")
     previous = _manifest(folder)
     written = write_files(folder, {**pages, MANIFEST: "".join(f"{name}\n" for name in sorted(pages))})
     report = SiteReport(written.written, written.unchanged, written.removed)
