@@ -470,6 +470,34 @@ def test_an_interrupt_while_the_command_starts_is_aborted_not_a_traceback(monkey
     assert capsys.readouterr().err == "Aborted!\n"
 
 
+def test_an_interrupted_command_exits_130_as_one_interrupted_at_start(tmp_path: Path) -> None:
+    """Ctrl-C during a command printed "Aborted!" and exited 1 (click's code) while Ctrl-C during the
+    start exited 130. The rule: one code for an interrupt, 130, as a shell reports one."""
+    import signal
+    import time
+
+    (tmp_path / "data").mkdir()
+    done = subprocess.Popen(
+        [sys.executable, "-m", "sotakg", "console"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=subprocess_env(),
+    )
+    # the console reads its statements from standard input, which stays open: it waits there
+    try:
+        time.sleep(1.5)
+        done.send_signal(signal.SIGINT)
+        _out, err = done.communicate(timeout=20)
+    finally:
+        if done.poll() is None:
+            done.kill()
+            done.wait()
+    assert done.returncode == 130, err
+    assert err.decode().endswith("Aborted!\n") and b"Traceback" not in err
+
+
 # ------------------------------------------------------------------------------------------ the newcomer's mistakes
 
 
@@ -516,3 +544,35 @@ def test_pages_into_a_file_are_a_usage_error_before_any_page_is_made(runner, bui
     assert result.exit_code == 2
     assert "exists and is not a folder; name a folder to write the files into" in result.output
     assert target.read_text(encoding="utf-8") == "mine\n"
+
+
+def test_the_rdf_format_names_of_export_rdf_are_taken_by_sparql_and_query_too(runner, built_store) -> None:
+    """`export rdf -f ttl` worked, `sparql -f ttl` was refused: one word meant a format in one command
+    only. The rule: ttl, nt, nq, json-ld, ... name the same format everywhere (json and xml stay the
+    SPARQL results formats of query answers)."""
+    data, store = built_store
+    construct = "CONSTRUCT { ?s a ?o } WHERE { ?s a ?o } ORDER BY ?s LIMIT 3"
+    base = ["--data", str(data), "--store", str(store), "sparql", construct]
+    for alias, canonical in (("ttl", "turtle"), ("nt", "ntriples"), ("n-triples", "ntriples"), ("json-ld", "jsonld")):
+        aliased, named = runner.invoke(cli, [*base, "-f", alias]), runner.invoke(cli, [*base, "-f", canonical])
+        assert aliased.exit_code == 0 and aliased.stdout == named.stdout and aliased.stdout, aliased.output
+    select = runner.invoke(cli, [*base[:4], "sparql", "SELECT * WHERE { ?s ?p ?o } LIMIT 1", "-f", "xml"])
+    assert select.exit_code == 0 and "<sparql" in select.stdout
+
+
+@pytest.mark.parametrize(
+    ("query", "name", "said"),
+    [
+        ("SELECT * WHERE { ?s ?p ?o } LIMIT 1", "out.ttl", "a SELECT or ASK query answers with a table, which out.ttl"),
+        ("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o } LIMIT 1", "out.csv", "answers with triples, which out.csv"),
+    ],
+)
+def test_an_answer_to_a_file_of_the_other_kind_says_why(runner, built_store, tmp_path: Path, query, name, said):
+    """`sparql 'SELECT ...' -o x.ttl` said "cannot tell the format of x.ttl from its extension": the
+    extension is plain; a table cannot be written as Turtle. The rule: the message says that, and
+    which extensions fit (exit 2, nothing written)."""
+    data, store = built_store
+    target = tmp_path / name
+    result = runner.invoke(cli, ["--data", str(data), "--store", str(store), "sparql", query, "-o", str(target)])
+    assert result.exit_code == 2 and said in result.output
+    assert not target.exists()

@@ -723,7 +723,7 @@ def test_publish_since_sends_the_change_when_the_server_holds_base(runner, tmp_p
         assert server_triples(server) == updated
         # Nothing changed since HEAD: nothing is sent.
         same = runner.invoke(cli, ["publish", "--endpoint", endpoint, "--since", "main"], env=NO_CREDENTIALS)
-        assert same.stdout == f"the default graph at {server}/update already holds this graph; nothing sent.\n"
+        assert same.stdout == f"The default graph already holds this graph; nothing sent to {server}/update.\n"
 
 
 def test_publish_since_falls_back_when_the_server_has_no_graph(runner, tmp_path, monkeypatch) -> None:

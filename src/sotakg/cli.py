@@ -128,7 +128,13 @@ class SotakgGroup(click.Group):
     command_class = SotakgCommand
 
     def invoke(self, ctx: click.Context) -> Any:
-        return _translated(super().invoke, ctx)
+        try:
+            return _translated(super().invoke, ctx)
+        except (KeyboardInterrupt, click.Abort):
+            # As a shell reports an interrupted command, and as an interrupt before any command
+            # exits (``__main__``): 130, not click's 1.
+            click.echo("Aborted!", err=True)
+            raise click.exceptions.Exit(130) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:

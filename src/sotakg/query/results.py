@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageProblem, printable
 from ..graph.vocab import PREFIXES, XSD, XSD_STRING
+from .formats import RDF_FORMATS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,8 +31,16 @@ else:
 TABULAR_FORMATS = ("table", "csv", "tsv", "json", "xml")
 #: Formats of CONSTRUCT and DESCRIBE results (``table`` also works: it means Turtle).
 GRAPH_FORMATS = ("turtle", "ntriples", "nquads", "trig", "jsonld", "rdfxml")
+#: The other names of the RDF formats that ``export rdf`` takes too (``ttl``, ``nt``, ...); ``json``
+#: and ``xml`` name the SPARQL results formats here, never JSON-LD or RDF/XML.
+GRAPH_FORMAT_ALIASES = {
+    alias: canonical
+    for canonical, aliases in RDF_FORMATS.items()
+    for alias in aliases
+    if alias != canonical and alias not in TABULAR_FORMATS
+}
 #: Every name ``--format`` accepts.
-ALL_FORMATS = TABULAR_FORMATS + GRAPH_FORMATS
+ALL_FORMATS = TABULAR_FORMATS + GRAPH_FORMATS + tuple(GRAPH_FORMAT_ALIASES)
 
 ELLIPSIS = "…"
 COLUMN_GAP = "  "
@@ -265,19 +274,26 @@ def format_for_output(result: QueryResult, output: Path | None) -> str:
     the one the output file's extension names for this kind of result (``.csv``, ``.json``,
     ``.xml``; ``.ttl``, ``.nt``, ``.jsonld`` ... for CONSTRUCT and DESCRIBE); UsageProblem for an
     extension that names none."""
-    from .formats import RDF_FORMATS
-
     if output is None or str(output) == "-":
         return "table"
     extension = output.suffix.lower().lstrip(".")
+    graph_format = next((name for name, aliases in RDF_FORMATS.items() if extension in (name, *aliases)), None)
     if isinstance(result, GraphResult):
         if extension == "txt":
             return "turtle"
-        found = next((name for name, aliases in RDF_FORMATS.items() if extension in (name, *aliases)), None)
-        choices = ", ".join(GRAPH_FORMATS)
+        found, choices = graph_format, ", ".join(GRAPH_FORMATS)
+        if found is None and extension in _TABULAR_EXTENSIONS:
+            raise UsageProblem(
+                f"a CONSTRUCT or DESCRIBE query answers with triples, which {output.name} (a table's extension) "
+                f"cannot hold; write to .ttl, .nt, .jsonld ... or pass --format ({choices})"
+            )
     else:
-        found = _TABULAR_EXTENSIONS.get(extension)
-        choices = ", ".join(TABULAR_FORMATS)
+        found, choices = _TABULAR_EXTENSIONS.get(extension), ", ".join(TABULAR_FORMATS)
+        if found is None and graph_format is not None:
+            raise UsageProblem(
+                f"a SELECT or ASK query answers with a table, which {output.name} (an RDF extension) cannot "
+                f"hold; write to .csv, .tsv, .json or .xml, or pass --format ({choices})"
+            )
     if found is None:
         raise UsageProblem(f"cannot tell the format of {output.name} from its extension; pass --format ({choices})")
     return found
@@ -290,7 +306,8 @@ def format_result(result: QueryResult, format_name: str = "table", width: int | 
     kind is a UsageProblem naming the formats that do."""
     name = format_name.lower()
     if name not in ALL_FORMATS:
-        raise UsageProblem(f"unknown format {format_name!r}; use one of: {', '.join(ALL_FORMATS)}")
+        raise UsageProblem(f"unknown format {format_name!r}; use one of: {', '.join(TABULAR_FORMATS + GRAPH_FORMATS)}")
+    name = GRAPH_FORMAT_ALIASES.get(name, name)
     if isinstance(result, GraphResult):
         if name == "table":
             name = "turtle"

@@ -56,7 +56,7 @@ class SinceReport:
             )
         target = f"the graph <{self.graph}>" if self.graph else "the default graph"
         if not self.inserted and not self.deleted:
-            return f"{target} at {self.url} already holds this graph; nothing sent."
+            return f"{target[0].upper()}{target[1:]} already holds this graph; nothing sent to {self.url}."
         return (
             f"Updated {target} at {self.url}: {self.inserted} triples inserted, {self.deleted} deleted "
             f"(HTTP {self.status}) in {self.seconds:.2f} s."
