@@ -576,3 +576,18 @@ def test_an_answer_to_a_file_of_the_other_kind_says_why(runner, built_store, tmp
     result = runner.invoke(cli, ["--data", str(data), "--store", str(store), "sparql", query, "-o", str(target)])
     assert result.exit_code == 2 and said in result.output
     assert not target.exists()
+
+
+@pytest.mark.parametrize("command", ["build", "validate"])
+def test_a_data_folder_with_no_records_is_warned_of(runner, tmp_path: Path, command) -> None:
+    """`sotakg --data src build` built 0 records and `validate` passed "0 violations in 0 records",
+    silently: in CI a wrong --data would pass whatever the records say. The rule: a warning on
+    standard error naming the folder and what it lacks; none for a real data folder."""
+    (tmp_path / "src").mkdir()
+    store = str(tmp_path / "store")
+    result = runner.invoke(cli, ["--data", str(tmp_path / "src"), "--store", store, command])
+    assert "holds no record folder (adrs/, papers/, practices/, topics/) and no registry.yaml" in result.stderr
+    assert "is it the anthology's data folder?" in result.stderr
+    (tmp_path / "src" / "papers").mkdir()
+    again = runner.invoke(cli, ["--data", str(tmp_path / "src"), "--store", store, command])
+    assert "warning" not in again.stderr

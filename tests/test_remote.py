@@ -267,6 +267,18 @@ def test_403_is_a_refusal_without_a_credentials_hint():
     assert str(error).endswith("answered HTTP 403 Forbidden: Queries are closed\nthe server refuses this request")
 
 
+@pytest.mark.parametrize("status", [404, 405, 406, 415])
+def test_a_query_sent_where_no_query_endpoint_is_asks_whether_it_is_one(runner, built_store, status):
+    """`query adrs --endpoint http://HOST:7878/store` (the Graph Store endpoint) said only "answered
+    HTTP 406 Not Acceptable", where publish asks whether its URL is the Graph Store endpoint. The
+    rule: the same help the other way round, naming each server's query endpoint."""
+    with stub_server(Stub(status=status, body=b"not here")) as stub:
+        result = invoke(runner, built_store, "query", "adrs", "--endpoint", f"{stub.url}/store")
+    assert result.exit_code == 1
+    assert f"answered HTTP {status}" in result.stderr
+    assert "is it the server's query endpoint? (Oxigraph: http://HOST:7878/query, Virtuoso:" in result.stderr
+
+
 def test_method_needs_an_endpoint(runner, built_store):
     result = invoke(runner, built_store, "sparql", "ASK {}", "--method", "get")
     assert result.exit_code == 2

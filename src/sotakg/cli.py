@@ -289,6 +289,7 @@ def build_command(ctx: click.Context, force: bool) -> None:
     from .graph.build import build
     from .graph.store import InterruptGuard
 
+    warn_if_no_records(ctx.obj["data"])
     with InterruptGuard().installed() as guard:
         with DelayedProgress("Building") as progress:
             report = build(ctx.obj["data"], ctx.obj["store"], force=force, guard=guard, progress=progress)
@@ -562,6 +563,20 @@ def endpoint_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+def warn_if_no_records(data_dir: Path) -> None:
+    """Warn on standard error when the data folder holds no record folder and no registry: a build
+    or validation of it succeeds with 0 records, which in CI would pass whatever the records say."""
+    from .records.sources import FOLDER_KINDS, REGISTRY_FILE, display_path, looks_like_a_data_folder
+
+    if data_dir.is_dir() and not looks_like_a_data_folder(data_dir):
+        folders = ", ".join(f"{name}/" for name in sorted(FOLDER_KINDS))
+        click.echo(
+            f"warning: {display_path(data_dir)} holds no record folder ({folders}) and no {REGISTRY_FILE}: "
+            f"is it the anthology's data folder? (pass it with sotakg --data DIR)",
+            err=True,
+        )
+
+
 def warn_cleartext(endpoint: str) -> None:
     """Warn on standard error when the environment's credentials would go unencrypted to another host."""
     from .query.remote import cleartext_warning
@@ -795,6 +810,8 @@ def validate_command(
         raise UsageProblem("--method needs --endpoint: it says how queries travel to a remote server")
     if ctx.obj.get("endpoint") is not None:
         warn_cleartext(ctx.obj["endpoint"])
+    else:
+        warn_if_no_records(ctx.obj["data"])
     if baseline is not None:
         from .rules.baseline import validate_against
 

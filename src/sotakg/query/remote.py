@@ -716,6 +716,12 @@ def _exchange(
         )
 
 
+QUERY_ENDPOINT_HINT = (
+    "is it the server's query endpoint? (Oxigraph: http://HOST:7878/query, Virtuoso: http://HOST:8890/sparql, "
+    "Fuseki: http://HOST:3030/DATASET/query)"
+)
+
+
 def refusal_message(
     answer: HttpAnswer, url: str, environ: Mapping[str, str] | None = None, *, writing: bool = False
 ) -> str:
@@ -861,7 +867,11 @@ class RemoteBackend:
         except EndpointError as error:
             raise QueryFailed(str(error)) from None
         if answer.status != 200:
-            raise QueryFailed(refusal_message(answer, url, self.environ))
+            message = refusal_message(answer, url, self.environ)
+            if answer.status in (404, 405, 406, 415):
+                # what a Graph Store or update endpoint, or a page that is no endpoint, answers a query
+                message += f"\n{QUERY_ENDPOINT_HINT}"
+            raise QueryFailed(message)
         result: QueryResult = self._graph(answer) if graph_form else self._table(answer, form)
         self._refuse_cut(answer, result)
         return _in_canonical_form(result)

@@ -321,6 +321,12 @@ def require_data_folder(data_dir: Path) -> None:
     )
 
 
+def looks_like_a_data_folder(data_dir: Path) -> bool:
+    """Whether ``data_dir`` holds a record folder (practices/, papers/, adrs/, topics/) or the
+    registry: a folder with none is most likely not the one meant (``--data src``)."""
+    return any(os.path.lexists(os.path.join(data_dir, name)) for name in (*FOLDER_KINDS, REGISTRY_FILE))
+
+
 def refuse_link_to_a_device(path: Path) -> None:
     """NotARegularFile when ``path``, named by the user, is a link to a device, FIFO or socket
     (``-o /dev/stdout``, ``-o out.nt -> /dev/null``): replacing the link, as ``atomic_write_text``
