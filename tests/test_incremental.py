@@ -358,6 +358,38 @@ def test_findings_are_located_without_parsing_yaml(tmp_path: Path, monkeypatch: 
     assert validate(data, tmp_path / "store").findings == expected.findings
 
 
+def test_records_read_for_many_findings_at_once_are_those_read_one_by_one(tmp_path: Path, monkeypatch):
+    """The locator reads the records of all the findings' focus nodes a few hundred per query; each
+    node (a record, a version node, a node of no record) maps to what a lookup of its own gives."""
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED_DATA, data)
+    build(data, tmp_path / "store")
+    generation = StoreLayout(tmp_path / "store").current_generation()
+    assert generation is not None
+    table = store_module.SourceTable.open(generation)
+    assert table is not None
+    subjects = [row[3] for row in table.connection.execute("SELECT * FROM records")]
+    table.close()
+    nodes = [*subjects, *(f"{subject}-v1" for subject in subjects), "https://w3id.org/sotakg/id/NOPE", "_:b0"]
+    one_by_one = incremental.SourceLocator(generation, "data/")
+    expected = [one_by_one.record_of(node) for node in nodes]
+    one_by_one.close()
+    at_once = incremental.SourceLocator(generation, "data/")
+    queries: list[int] = []
+    real = store_module.SourceTable.records_with_subjects
+
+    def counting(table, wanted):
+        queries.append(len(wanted))
+        return real(table, wanted)
+
+    monkeypatch.setattr(store_module.SourceTable, "records_where", None)  # no lookup one at a time
+    monkeypatch.setattr(store_module.SourceTable, "records_with_subjects", counting)
+    at_once.prefetch(nodes)
+    assert [at_once.record_of(node) for node in nodes] == expected
+    assert len(queries) == 1 and sum(1 for record, _ in expected if record is not None) > 60
+    at_once.close()
+
+
 def test_a_duplicate_identifier_is_reported_as_a_full_read_would(tmp_path: Path):
     data = tmp_path / "data"
     shutil.copytree(SHIPPED_DATA, data)

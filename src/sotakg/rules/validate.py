@@ -572,6 +572,7 @@ def _validate_embedded(
     )
     locator = SourceLocator(generation, shown_prefix(data_dir))
     try:
+        locator.prefetch(result.focus for result in raw)
         findings = findings_from_results(raw, locator, rules)
     finally:
         locator.close()
