@@ -692,14 +692,21 @@ def _bucket(rel: str) -> int:
 
 def _bucketed(stats: dict[str, FileStat]) -> list[list[str]]:
     """The files of each bucket, in the scan's order."""
-    groups: list[list[str]] = [[] for _ in range(BUCKETS)]
-    for rel in stats:
-        groups[_bucket(rel)].append(rel)
+    try:  # every name a scan lists is UTF-8 (others are escaped): checksums in C, no call a file
+        checksums: Iterable[int] = map(zlib.crc32, map(str.encode, stats))
+        groups: list[list[str]] = [[] for _ in range(BUCKETS)]
+        for rel, checksum in zip(stats, checksums, strict=True):
+            groups[checksum % BUCKETS].append(rel)
+    except UnicodeEncodeError:
+        groups = [[] for _ in range(BUCKETS)]
+        for rel in stats:
+            groups[_bucket(rel)].append(rel)
     return groups
 
 
 def _stat_bucket_digest(stats: dict[str, FileStat], group: list[str]) -> str:
-    return hashlib.sha256(marshal.dumps([(rel, stats[rel]) for rel in group])).hexdigest()
+    # the names and their stats as two lists: no pair made a file (marshal writes both in C)
+    return hashlib.sha256(marshal.dumps((group, list(map(stats.__getitem__, group))))).hexdigest()
 
 
 def _hash_bucket_digest(hashes: dict[str, str], group: list[str]) -> str:
