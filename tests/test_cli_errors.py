@@ -591,3 +591,28 @@ def test_a_data_folder_with_no_records_is_warned_of(runner, tmp_path: Path, comm
     (tmp_path / "src" / "papers").mkdir()
     again = runner.invoke(cli, ["--data", str(tmp_path / "src"), "--store", store, command])
     assert "warning" not in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["diff", "./a", "./b", "--graph", "https://example.org/g"], "--graph is for --format sparql-update"),
+        (["diff", "./a", "./b", "--link-base", "https://x/"], "--link-base is for --format markdown"),
+        (["diff", "./a", "./b", "-f", "json", "--graph", "https://example.org/g"], "--graph is for --format"),
+    ],
+)
+def test_a_diff_option_of_another_format_is_a_usage_error(runner, tmp_path: Path, args, said) -> None:
+    """`diff HEAD --graph IRI` without sparql-update, and `--link-base` without markdown, were
+    silently ignored (validate and query refuse --graph without --endpoint). The rule: exit 2,
+    saying which format the option is for."""
+    result = runner.invoke(cli, args)
+    _no_traceback(result)
+    assert result.exit_code == 2 and said in result.output
+
+
+def test_every_command_with_a_format_takes_f_for_it(runner) -> None:
+    """`query`, `sparql`, `console` and `export` took -f for --format, `validate` and `diff` only
+    --format. The rule: -f everywhere --format is."""
+    for command in (["validate"], ["diff"], ["query"], ["sparql"], ["console"], ["export", "rdf"], ["export", "view"]):
+        shown = runner.invoke(cli, [*command, "--help"]).output
+        assert "-f, --format" in shown, command

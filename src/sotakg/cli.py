@@ -751,6 +751,7 @@ DEFAULT_ENGINE = "sparql"
 
 @cli.command(name="validate")
 @click.option(
+    "-f",
     "--format",
     "format_name",
     type=LazyChoice("sotakg.rules.report", "FORMATS"),
@@ -844,6 +845,7 @@ def validate_command(
 @click.argument("base")
 @click.argument("head", required=False)
 @click.option(
+    "-f",
     "--format",
     "format_name",
     type=click.Choice(["text", "markdown", "json", "sparql-update"]),
@@ -886,6 +888,10 @@ def diff_command(
     from .records.revisions import load_side
     from .views.diff import compute_diff, render_diff
 
+    if graph is not None and format_name != "sparql-update":
+        raise click.UsageError("--graph is for --format sparql-update (the named graph the update writes into)")
+    if link_base is not None and format_name != "markdown":
+        raise click.UsageError("--link-base is for --format markdown (the prefix of its links to record files)")
     changes = compute_diff(load_side(ctx.obj["data"], base), load_side(ctx.obj["data"], head))
     write_output(render_diff(changes, format_name, link_base=link_base, graph=graph), output)
 
