@@ -20,11 +20,20 @@ class LazyChoice(click.Choice):
     help, completion) rather than when the command line is defined: a command imports only what it
     uses, not every module that names the choices of an option it does not use."""
 
-    def __init__(self, module: str, attribute: str, case_sensitive: bool = True):
+    def __init__(self, module: str, attribute: str, case_sensitive: bool = True, aliases: str | None = None):
         # click.Choice.__init__ would read the choices at once
         self._where = (module, attribute)
         self._names: tuple[str, ...] | None = None
         self.case_sensitive = case_sensitive
+        #: ``module.aliases``: other names taken for some choices ({alias: choice}), not listed in help.
+        self._aliases = aliases
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if self._aliases is not None and isinstance(value, str):
+            import importlib
+
+            value = getattr(importlib.import_module(self._where[0]), self._aliases).get(value.lower(), value)
+        return super().convert(value, param, ctx)
 
     @property  # type: ignore[override]
     def choices(self) -> tuple[str, ...]:
@@ -429,7 +438,7 @@ def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
         "-f",
         "--format",
         "format_name",
-        type=LazyChoice("sotakg.query.results", "ALL_FORMATS", case_sensitive=False),
+        type=LazyChoice("sotakg.query.results", "ALL_FORMATS", case_sensitive=False, aliases="GRAPH_FORMAT_ALIASES"),
         default=None,
         help="table, csv, tsv, json or xml (W3C SPARQL results) for SELECT/ASK; "
         "turtle, ntriples, jsonld ... for CONSTRUCT/DESCRIBE (table means Turtle there). "

@@ -39,8 +39,8 @@ GRAPH_FORMAT_ALIASES = {
     for alias in aliases
     if alias != canonical and alias not in TABULAR_FORMATS
 }
-#: Every name ``--format`` accepts.
-ALL_FORMATS = TABULAR_FORMATS + GRAPH_FORMATS + tuple(GRAPH_FORMAT_ALIASES)
+#: Every format ``--format`` names (it takes GRAPH_FORMAT_ALIASES too).
+ALL_FORMATS = TABULAR_FORMATS + GRAPH_FORMATS
 
 ELLIPSIS = "…"
 COLUMN_GAP = "  "
@@ -304,10 +304,9 @@ def format_result(result: QueryResult, format_name: str = "table", width: int | 
     ``csv``, ``tsv``, ``xml`` (W3C SPARQL 1.1 results formats) for SELECT and ASK, and an RDF format
     (``table`` meaning Turtle) for CONSTRUCT and DESCRIBE. A format that does not fit the result's
     kind is a UsageProblem naming the formats that do."""
-    name = format_name.lower()
+    name = GRAPH_FORMAT_ALIASES.get(format_name.lower(), format_name.lower())
     if name not in ALL_FORMATS:
-        raise UsageProblem(f"unknown format {format_name!r}; use one of: {', '.join(TABULAR_FORMATS + GRAPH_FORMATS)}")
-    name = GRAPH_FORMAT_ALIASES.get(name, name)
+        raise UsageProblem(f"unknown format {format_name!r}; use one of: {', '.join(ALL_FORMATS)}")
     if isinstance(result, GraphResult):
         if name == "table":
             name = "turtle"
