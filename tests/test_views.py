@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
@@ -12,7 +13,7 @@ import pytest
 from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse
 
 from sotakg.cli import cli
-from sotakg.errors import GraphvizMissing, ParameterProblem, QueryHeaderError, UnknownView
+from sotakg.errors import GraphvizMissing, ParameterProblem, QueryHeaderError, SotakgError, UnknownView
 from sotakg.graph import vocab as v
 from sotakg.query.canned import load_canned, queries_dir
 from sotakg.query.results import GraphResult
@@ -452,6 +453,56 @@ def test_svg_without_graphviz_names_the_package(runner, built_store, monkeypatch
     )
     with pytest.raises(GraphvizMissing):
         render_svgs(["digraph {}"])
+
+
+def _fake_dot(folder: Path, seconds: float) -> Path:
+    """A ``dot`` that takes ``seconds`` and then draws one empty SVG per graph it is given."""
+    import sys
+
+    script = folder / "dot"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys, time\ntext = sys.stdin.read()\ntime.sleep({seconds})\n"
+        "sys.stdout.write(\"<?xml version='1.0'?><svg></svg>\\n\" * text.count('digraph'))\n",
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_a_large_view_is_drawn_after_a_note_however_long_dot_takes(runner, built_store, monkeypatch, tmp_path):
+    import sotakg.views.diagrams as diagrams
+
+    _fake_dot(tmp_path, 0)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(diagrams, "MAX_DRAWN_LINKS", 2)
+    limits = []
+    real_run = subprocess.run
+    monkeypatch.setattr(diagrams.subprocess, "run", lambda *a, **k: limits.append(k["timeout"]) or real_run(*a, **k))
+    result = invoke(runner, built_store, "export", "view", "rejections", "--format", "svg")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "<?xml version='1.0'?><svg></svg>\n"
+    links = result.stderr.split(" links:")[0].rsplit(" ", 1)[-1]
+    assert int(links) > 2
+    assert result.stderr.endswith(
+        " links: Graphviz may take minutes to lay it out (--format dot or mermaid writes its source at once).\n"
+    )
+    assert result.stderr.startswith("Note: the diagram has ")
+    assert limits == [None]  # asked for on the command line: never cut by the site's limit
+
+    monkeypatch.setattr(diagrams, "MAX_DRAWN_LINKS", 1_000_000)
+    quiet = invoke(runner, built_store, "export", "view", "rejections", "--format", "svg")
+    assert (quiet.exit_code, quiet.stderr) == (0, "")
+
+
+def test_a_site_batch_past_its_time_limit_says_so(tmp_path, monkeypatch):
+    _fake_dot(tmp_path, 5)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(SotakgError) as raised:
+        render_svgs(["digraph {}"], timeout=0.5)
+    assert str(raised.value) == (
+        "Graphviz's dot did not draw the diagrams within 0.5 seconds; "
+        "--format dot or mermaid writes their source at once"
+    )
 
 
 def test_a_view_lookup_reads_only_the_named_file(tmp_path):

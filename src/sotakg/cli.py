@@ -586,6 +586,11 @@ def warn_if_no_records(data_dir: Path) -> None:
         )
 
 
+def echo_note(note: str) -> None:
+    """A note on standard error: what the user should know of a command that goes on."""
+    click.echo(f"Note: {note}.", err=True)
+
+
 def warn_cleartext(endpoint: str) -> None:
     """Warn on standard error when the environment's credentials would go unencrypted to another host."""
     from .query.remote import cleartext_warning
@@ -1012,7 +1017,8 @@ def export_view_command(
     from .views.named import export_view, resolve_view_format
 
     canonical = resolve_view_format(format_name, output)
-    write_output(export_view(query_backend(ctx), name, parse_assignments(params), canonical, timeout), output)
+    written = export_view(query_backend(ctx), name, parse_assignments(params), canonical, timeout, echo_note)
+    write_output(written, output)
 
 
 @export_group.command(name="site")
@@ -1037,7 +1043,7 @@ def export_site_command(ctx: click.Context, folder: Path, mermaid: bool, timeout
 
     report = build_site(query_backend(ctx), folder, graphviz=False if mermaid else None, timeout=timeout)
     for note in report.notes:
-        click.echo(f"Note: {note}.", err=True)
+        echo_note(note)
     click.echo(report.summary(folder))
 
 

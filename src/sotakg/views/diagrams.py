@@ -204,9 +204,11 @@ def diagram_from_triples(triples: Iterable[Triple]) -> Diagram:
         kind = next((KINDS[t] for t in sorted(types) if t in KINDS), "other")
         drafts.append((iri, kind))
     names: dict[str, str] = {}
+    taken: set[str] = set()  # the names given so far, kept as they are given: a set per node was quadratic
     nodes: list[Node] = []
     for iri, kind in sorted(drafts, key=lambda d: (KIND_ORDER.index(d[1]), natural_key(_local(d[0])), d[0])):
-        names[iri] = _unique_name(iri, kind, set(names.values()))
+        names[iri] = _unique_name(iri, kind, taken)
+        taken.add(names[iri])
         nodes.append(_node(iri, kind, names[iri], first))
     order = {node.iri: index for index, node in enumerate(nodes)}
     drawn = sorted(edges, key=lambda e: (order[e[0]], e[1], order[e[2]]))
@@ -553,15 +555,23 @@ def graphviz_available() -> bool:
     return shutil.which("dot") is not None
 
 
+#: The most links a diagram has before laying it out takes Graphviz minutes and no page shows it
+#: legibly (the citations view of 12,000 records: 6,000 links, 42 s; the time grows faster than the
+#: links): a site page says so instead of drawing it, ``export view`` draws it after saying so.
+MAX_DRAWN_LINKS = 1500
+#: Seconds a ``dot`` run of a site's batch may take: its diagrams are at most MAX_DRAWN_LINKS each.
+SITE_RENDER_TIMEOUT = 120.0
+
 #: The DOT text one ``dot`` process is given at most: a site's diagrams are drawn by several processes
 #: (as many at once as there are cores), each within the time limit, however large the site.
 RENDER_BATCH_CHARS = 1 << 20
 
 
-def render_svgs(sources: list[str], timeout: float = 120.0) -> list[str]:
+def render_svgs(sources: list[str], timeout: float | None = SITE_RENDER_TIMEOUT) -> list[str]:
     """Each DOT source drawn as SVG, by few ``dot`` runs (dot starts slowly): consecutive sources in
     batches of about ``RENDER_BATCH_CHARS``, as many batches at once as there are cores, each within
-    ``timeout`` seconds. GraphvizMissing, naming the package, when dot is not installed."""
+    ``timeout`` seconds (None: as long as dot takes). GraphvizMissing, naming the package, when dot
+    is not installed."""
     if not sources:
         return []
     dot = shutil.which("dot")
@@ -588,13 +598,18 @@ def render_svgs(sources: list[str], timeout: float = 120.0) -> list[str]:
     return [document for documents in drawn for document in documents]
 
 
-def _render_batch(dot: str, sources: list[str], timeout: float) -> list[str]:
+def _render_batch(dot: str, sources: list[str], timeout: float | None) -> list[str]:
     try:
         completed = subprocess.run(
             [dot, "-Tsvg"], input="".join(sources).encode("utf-8"), capture_output=True, timeout=timeout
         )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise SotakgError(f"Graphviz's dot could not draw the diagram: {error}") from None
+    except subprocess.TimeoutExpired:
+        raise SotakgError(
+            f"Graphviz's dot did not draw the diagrams within {timeout:g} seconds; "
+            "--format dot or mermaid writes their source at once"
+        ) from None
+    except OSError as error:
+        raise SotakgError(f"Graphviz's dot could not draw the diagram: {error.strerror or error}") from None
     if completed.returncode != 0:
         message = completed.stderr.decode("utf-8", "replace").strip()
         raise SotakgError(f"Graphviz's dot could not draw the diagram: {message}")
@@ -605,6 +620,6 @@ def _render_batch(dot: str, sources: list[str], timeout: float) -> list[str]:
     return documents
 
 
-def render_svg(source: str) -> str:
-    """One DOT source drawn as an SVG document."""
-    return render_svgs([source])[0]
+def render_svg(source: str, timeout: float | None = None) -> str:
+    """One DOT source drawn as an SVG document, however long dot takes unless ``timeout`` says."""
+    return render_svgs([source], timeout)[0]

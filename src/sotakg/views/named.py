@@ -9,7 +9,7 @@ DOT, or SVG drawn by Graphviz.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -103,12 +103,15 @@ def resolve_view_format(name: str | None, output: Path | None) -> str:
     raise UsageProblem(f"unknown view format {name!r}; use one of: {known}")
 
 
-def render_view(result: GraphResult, format_name: str, title: str | None = None) -> str:
+def render_view(
+    result: GraphResult, format_name: str, title: str | None = None, notify: Callable[[str], None] | None = None
+) -> str:
     """A view's triples in a canonical format (resolve_view_format): RDF, a Mermaid flowchart, a
-    Graphviz digraph, or SVG (GraphvizMissing when Graphviz is not installed)."""
+    Graphviz digraph, or SVG (GraphvizMissing when Graphviz is not installed). SVG is drawn however
+    long Graphviz takes; a diagram too large to draw quickly is said so to ``notify`` first."""
     if format_name in RDF_FORMATS:
         return format_graph(result, format_name)
-    from .diagrams import diagram_from_triples, render_svg, to_dot, to_mermaid
+    from .diagrams import MAX_DRAWN_LINKS, diagram_from_triples, render_svg, to_dot, to_mermaid
 
     diagram = diagram_from_triples(result.triples)
     if format_name == "mermaid":
@@ -116,6 +119,11 @@ def render_view(result: GraphResult, format_name: str, title: str | None = None)
     if format_name == "dot":
         return to_dot(diagram, title)
     if format_name == "svg":
+        if len(diagram.edges) > MAX_DRAWN_LINKS and notify is not None:
+            notify(
+                f"the diagram has {len(diagram.nodes):,} nodes and {len(diagram.edges):,} links: Graphviz may "
+                "take minutes to lay it out (--format dot or mermaid writes its source at once)"
+            )
         return render_svg(to_dot(diagram, title))
     raise UsageProblem(f"unknown view format {format_name!r}")
 
@@ -132,11 +140,12 @@ def export_view(
     raw: Mapping[str, str] | None,
     format_name: str,
     timeout: float = DEFAULT_TIMEOUT,
+    notify: Callable[[str], None] | None = None,
 ) -> str:
     """Run the view ``name`` and render it in the canonical ``format_name``: what ``sotakg export view``
-    writes."""
+    writes (``notify``: see render_view)."""
     view = find_view(name)
-    return render_view(run_view(backend, view, raw, timeout), format_name, view_title(view, raw))
+    return render_view(run_view(backend, view, raw, timeout), format_name, view_title(view, raw), notify)
 
 
 def view_details(name: str) -> str:

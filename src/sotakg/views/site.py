@@ -31,6 +31,7 @@ from ..query.why import Facts, Governance, Provenance, Ref, arxiv_with_version, 
 from ..records.indexpage import RECORD_ID_RE
 from ..records.sources import NotARegularFile, SourceTooLarge, read_bounded
 from .diagrams import (
+    MAX_DRAWN_LINKS,
     Diagram,
     Neighbourhoods,
     diagram_from_triples,
@@ -305,12 +306,6 @@ def page_html(title: str, body: str, crumbs: Iterable[tuple[str | None, str]] = 
 
 
 # ------------------------------------------------------------------------------------------ diagrams
-
-
-#: The most links a page's diagram draws. Past this, no layout is legible on a page, and Graphviz's
-#: takes minutes (the citations view of 12,000 records: 6,000 links, 42 s; the time grows faster
-#: than the links): the page says so and names the command that draws it anyway.
-MAX_DRAWN_LINKS = 1500
 
 
 @dataclass
