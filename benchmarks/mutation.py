@@ -1,6 +1,6 @@
 """Mutation testing (issue 20): mutmut mutates one module at a time and runs the tests of its area.
 
-    pip install mutmut==3.8.1
+    pip install -e '.[test]'   # brings mutmut==3.8.1
     nice -n 19 python -m benchmarks.mutation [--module src/sotakg/records/sources.py ...] [--max-children 1]
 
 From the checkout's root. Opt-in and slow, never run by CI: each module's run collects which of its

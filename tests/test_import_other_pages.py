@@ -666,3 +666,25 @@ def test_a_byline_with_et_al_in_emphasis_is_a_citation(runner, tmp_path, et_al):
     assert "year: 2023\n" in paper and "arxiv: '2309.06180'\n" in paper, paper
     assert f"authors: Kwon {et_al}\n" in paper or "authors: Kwon et al.\n" in paper, paper
     assert "named in the summary outside its bylines" not in result.output
+
+
+def test_a_byline_followed_by_a_colon_and_its_note_is_a_citation(runner, tmp_path):
+    """The bug: a byline whose note follows a colon instead of the dash ("Mohan et al. (2017),
+    LIT-053: evidence.", as the benchmarks' generated anthology writes its summaries, and so as its
+    exported pages show them) was read as prose: the practice cited LIT-053, but its paper was
+    imported without the authors and year the byline gives, with a warning that they could not be
+    read.
+
+    The rule: the colon ends a byline as the dash does; words right after the id are still prose."""
+    data, result = _import(
+        runner,
+        tmp_path,
+        "| SOTA-804 | Pin label noise | Mohan et al. (2017), LIT-053: evidence. | Active |",
+        "| SOTA-805 | Pin label noise again | Later work by Jones (2021), LIT-054 showed more. | Active |",
+    )
+    assert "cites: [LIT-053]\n" in _read(data, "practices", "SOTA-804")
+    assert "summary: 'Mohan et al. (2017), LIT-053: evidence.'\n" in _read(data, "practices", "SOTA-804")
+    assert _read(data, "papers", "LIT-053") == "id: LIT-053\nauthors: Mohan et al.\nyear: 2017\n"
+    assert "could not read authors and year" not in result.output
+    assert "cites:" not in _read(data, "practices", "SOTA-805")
+    assert "LIT-054 named in the summary outside its bylines" in result.output

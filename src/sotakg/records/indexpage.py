@@ -82,6 +82,8 @@ OPENING_CITATION_RE = re.compile(
 #: clause just before that is not part of it (as Markdown's autolinks read it): it is cut off in code
 #: (``_locator_at``), since a pattern that gives it back one character at a time takes quadratic time.
 _TRAILING_PUNCTUATION = ".,;:!?"
+#: What a byline's note may follow instead of the dash: "Goyal (2017), LIT-901: large batches."
+_NOTE_COLON = ": "
 #: An arXiv id, without prefix or version (``rule:paper-arxiv-id``'s pattern, which a test holds it to):
 #: YYMM.NNNN or YYMM.NNNNN (1811.06965), or before April 2007 archive[.subject-class]/YYMMNNN
 #: (``cs/0501001``, ``hep-th/9901001``, ``math.GT/0309136``). Each part is ended by what follows it:
@@ -744,9 +746,9 @@ def _opening_citation(summary: str) -> re.Match[str] | None:
 
 def _bylines(summary: str) -> list[re.Match[str]]:
     """The bylines a summary opens with: the first at its start, each next one after ``; `` or ``. ``
-    (past the locator of the one before). A byline is followed by a locator, `` — `` and a note, a
-    separator or the end of the summary, and its authors hold no end of a sentence: anything else is
-    prose, not a byline."""
+    (past the locator of the one before). A byline is followed by a locator, `` — `` or ``: `` and a
+    note, a separator or the end of the summary, and its authors hold no end of a sentence: anything
+    else is prose, not a byline."""
     found: list[re.Match[str]] = []
     at = 0
     while (byline := BYLINE_RE.match(summary, at)) is not None:
@@ -755,7 +757,9 @@ def _bylines(summary: str) -> list[re.Match[str]]:
         locator = _locator_at(summary, byline.end())
         end = byline.end() if locator is None else locator[3]
         separator = BYLINE_SEPARATOR_RE.match(summary, end)
-        followed = summary.startswith(DASH, end) or not summary[end:].strip().strip(_TRAILING_PUNCTUATION)
+        followed = summary.startswith((DASH, _NOTE_COLON), end) or not summary[end:].strip().strip(
+            _TRAILING_PUNCTUATION
+        )
         if locator is None and separator is None and not followed:
             break  # words right after it: prose ("Later work by Smith (2020), LIT-017 showed more")
         found.append(byline)

@@ -391,6 +391,7 @@ class SiteBuilder:
         self.scheme_description = facts.text(v.TOPIC_SCHEME_IRI, v.DESCRIPTION) or ""
         size = facts.text(v.TOPIC_SCHEME_IRI, v.DECLARED_SIZE)
         self.registry_size = int(size) if size and size.isdigit() else len(anthology.ids("practice"))
+        self._practices_of: dict[str, list[str]] = {}
         self.stories: dict[str, Provenance] = {}
         for record_id in anthology.records:
             story = provenance(facts, record_id)
@@ -400,11 +401,14 @@ class SiteBuilder:
     # -- helpers
 
     def practices_of(self, topic: str) -> list[str]:
-        filed = self.anthology.facts.subjects(v.FILED_UNDER, topic)
-        return sorted(
-            (i for i in self.anthology.ids("practice") if v.record_iri(i) in filed),
-            key=natural_key,
-        )
+        """The practices filed under ``topic``, in id order; found once per topic (three pages ask)."""
+        if topic not in self._practices_of:
+            filed = self.anthology.facts.subjects(v.FILED_UNDER, topic)
+            self._practices_of[topic] = sorted(
+                (i for i in self.anthology.ids("practice") if v.record_iri(i) in filed),
+                key=natural_key,
+            )
+        return self._practices_of[topic]
 
     def topic_name(self, topic: str) -> str:
         return self.anthology.facts.text(topic, v.PREF_LABEL) or self.anthology.slug(topic)
