@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from sotakg.cli import cli
 from sotakg.errors import StoreBusy
 from sotakg.graph import build as build_module
 from sotakg.graph.build import build
-from sotakg.graph.store import StoreLayout, build_lock, open_read_only
+from sotakg.graph.store import MANIFEST, StoreLayout, build_lock, open_read_only
 
 from .conftest import SHIPPED_TRIPLES
 
@@ -43,6 +44,37 @@ def test_second_build_is_a_no_op_and_force_rebuilds(runner, workdir):
     )
     forced = runner.invoke(cli, ["build", "--force"])
     assert forced.stdout.startswith("Built .sotakg/store")
+
+
+#: Each field of the manifest edited into something sotakg never writes.
+EDITED_MANIFESTS = {
+    "triples a string": ("triples", "x"),
+    "triples negative": ("triples", -1),
+    "triples a boolean": ("triples", True),
+    "a count negative": ("counts", {"practice": -5}),
+    "counts a list": ("counts", [42]),
+    "fingerprint a number": ("fingerprint", 7),
+    "buckets a string": ("stat_buckets", "0" * 64),
+    "lineage a list": ("lineage", []),
+    "base missing": ("base", None),
+}
+
+
+@pytest.mark.parametrize("field, value", EDITED_MANIFESTS.values(), ids=EDITED_MANIFESTS)
+def test_a_manifest_sotakg_did_not_write_is_rebuilt_not_believed(runner, workdir, field, value):
+    runner.invoke(cli, ["build"])
+    manifest_path = StoreLayout(workdir / ".sotakg" / "store").current_generation() / MANIFEST
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    if value is None:
+        del manifest[field]
+    else:
+        manifest[field] = value
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    again = runner.invoke(cli, ["build"])
+    assert again.exit_code == 0, again.output
+    assert again.stdout.startswith(
+        f"Built .sotakg/store: 42 practices, 18 papers, 3 ADRs, 1 topic, 1 registry; {SHIPPED_TRIPLES} triples in "
+    )
 
 
 def test_store_is_a_link_to_one_generation_and_nothing_else_is_left(runner, workdir):

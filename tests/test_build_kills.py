@@ -854,21 +854,21 @@ def test_a_build_given_the_data_read_with_nothing_changed_writes_nothing(data_co
     assert [(path.stat().st_ino, path.stat().st_mtime_ns) for path in files] == before
 
 
-def test_an_up_to_date_store_whose_manifest_gives_no_counts_reports_none_counted(data_copy, tmp_path, runner):
-    """The rule: an up-to-date store whose manifest does not say how many records and triples it
-    holds is reported as no counts and 0 triples (a mapping and a number, as for any build), never
-    None; ``sotakg build`` says so."""
+def test_a_store_whose_manifest_gives_no_counts_is_rebuilt_and_counted(data_copy, tmp_path, runner):
+    """The rule: a manifest without the counts and triples every build writes is not one sotakg
+    wrote, so the store is rebuilt and reports what it holds (the bug: "up to date (0 triples)")."""
     from sotakg.cli import cli
 
     store = tmp_path / "store"
-    build(data_copy, store)
+    full = build(data_copy, store)
     _tamper_manifest(store, lambda manifest: [manifest.pop("counts"), manifest.pop("triples")])
     report = build(data_copy, store)
-    assert not report.rebuilt
-    assert report.counts == {} and report.triples == 0
+    assert report.rebuilt
+    assert (report.counts, report.triples) == (full.counts, full.triples)
+    _tamper_manifest(store, lambda manifest: manifest.pop("triples"))
     result = runner.invoke(cli, ["--data", str(data_copy), "--store", str(store), "build"])
     assert result.exit_code == 0, result.output
-    assert f"{store} is up to date (0 triples); nothing to do" in result.output
+    assert result.output.startswith(f"Built {store}: ") and f"; {full.triples} triples in " in result.output
 
 
 def test_a_rebuild_reports_the_time_it_took(data_copy, tmp_path):

@@ -5,7 +5,6 @@ the freshness scan leaves outside the data folder, and the interrupt guard of a 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -38,6 +37,7 @@ from sotakg.graph.store import (
     remove_generation,
     scan_stats,
     write_generation_marker,
+    write_manifest,
 )
 from sotakg.records.sources import display_path
 
@@ -171,7 +171,7 @@ def test_a_store_that_cannot_be_opened_is_an_error_naming_it(layout):
 def test_remembered_stats_keep_the_racy_files_for_the_next_scan(layout):
     generation = marked_generation(layout)
     SourceTable.create(generation).close()
-    (generation / MANIFEST).write_text(json.dumps({"fingerprint": "f", "racy": {}}), encoding="utf-8")
+    write_manifest(generation, DataSnapshot(layout.path, {}, "old", "f", 0), {"practice": 0}, 0)
     racy = {"practices/SOTA-001.yaml": "0" * 64}
     data = DataSnapshot(layout.path, {}, "digest", "f", 0, racy=racy)
     remember_stats(generation, data)
@@ -216,7 +216,10 @@ def test_an_entry_never_read_is_never_racy(layout):
 
 def _settled(generation: Path, mtime: int, ctime: int, scan: int) -> dict[str, str]:
     stats = {"a.yaml": (1, mtime, 7, ctime)}
-    return store._settle_racy(generation, {"fingerprint": "f"}, {"a.yaml": "h", "gone.yaml": "h"}, stats, scan)
+    if not (generation / MANIFEST).exists():
+        write_manifest(generation, DataSnapshot(generation, {}, "digest", "f", 0), {}, 0)
+    manifest = read_manifest(generation)
+    return store._settle_racy(generation, manifest, {"a.yaml": "h", "gone.yaml": "h"}, stats, scan)
 
 
 def test_a_racy_file_stays_racy_while_either_of_its_times_is_recent(layout):

@@ -292,7 +292,7 @@ def test_data_that_cannot_be_read_is_reported_with_the_rules_and_the_engine(data
     assert report.findings[0].line == 3 and report.failed()
 
 
-def test_a_manifest_without_counts_reports_no_records_and_does_not_fail(data_copy, tmp_path):
+def test_a_manifest_without_counts_is_rebuilt_and_its_records_counted(data_copy, tmp_path):
     import json
 
     from sotakg.graph.store import MANIFEST, StoreLayout
@@ -304,7 +304,8 @@ def test_a_manifest_without_counts_reports_no_records_and_does_not_fail(data_cop
     del document["counts"]
     manifest.write_text(json.dumps(document), encoding="utf-8")
     report = validation.validate(data_copy, store)
-    assert report.records == 0 and len(report.findings) == 8
+    assert report.records == 65 and len(report.findings) == 8
+    assert "counts" in json.loads((StoreLayout(store).current_generation() / MANIFEST).read_text(encoding="utf-8"))
 
 
 def test_a_store_validated_in_process_is_checked_against_the_shapes_given(data_copy, tmp_path):

@@ -774,7 +774,39 @@ def read_manifest(generation: Path | None) -> dict[str, Any]:
         manifest = json.loads(read_bounded(generation / MANIFEST, 1 << 30))
     except (OSError, ValueError):
         return {}
-    return manifest if isinstance(manifest, dict) else {}
+    return manifest if _well_formed(manifest) else {}
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _bucket_digests(value: Any) -> bool:
+    # None: a scan that found nothing changed keeps no buckets of its own (they are read as missing)
+    return value is None or (isinstance(value, list) and all(isinstance(item, str) for item in value))
+
+
+#: What each field of a manifest sotakg writes holds; a field of another kind means the manifest
+#: is not one sotakg wrote (edited, or from elsewhere), and it is read as missing: a rebuild.
+_MANIFEST_FIELDS: dict[str, Any] = {
+    "fingerprint": lambda value: isinstance(value, str),
+    "stat_digest": lambda value: isinstance(value, str),
+    "base": lambda value: isinstance(value, str),
+    "stat_buckets": _bucket_digests,
+    "hash_buckets": _bucket_digests,
+    "racy": lambda value: isinstance(value, dict),
+    "lineage": lambda value: isinstance(value, dict),
+    "triples": _count,
+    "counts": lambda value: isinstance(value, dict) and all(_count(count) for count in value.values()),
+}
+
+
+def _well_formed(manifest: Any) -> bool:
+    """Whether ``manifest`` has the shape ``write_manifest`` gives one (every field it writes, each of
+    its kind)."""
+    return isinstance(manifest, dict) and all(
+        key in manifest and holds(manifest[key]) for key, holds in _MANIFEST_FIELDS.items()
+    )
 
 
 def read_file_table(
