@@ -772,6 +772,15 @@ def test_github_commands_escape_what_github_requires() -> None:
     assert render_text_of([unlocated]) == "<https://example.org/x>: [rule-y] info: m\n"
 
 
+def test_github_commands_show_control_characters_as_escapes() -> None:
+    """A file name or message holding terminal escapes or a bidirectional override must not colour
+    or reorder the CI log: they are shown escaped, as in the text format."""
+    finding = Finding("rule-x", "violation", "SOTA-1", "data/c\x1b[31m\u202e.yaml", 1, "bad\x07 \x9b name")
+    assert github_command(finding) == (
+        "::error file=data/c\\x1b[31m\\u202e.yaml,line=1,title=rule-x::bad\\x07 \\x9b name (SOTA-1)"
+    )
+
+
 def render_text_of(findings: list[Finding]) -> str:
     from sotakg.rules.report import finding_line
 

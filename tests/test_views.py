@@ -380,6 +380,27 @@ def test_svg_tooltips_have_real_line_breaks(backend):
         )
 
 
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (apt-get install graphviz)")
+@pytest.mark.parametrize("practices", [1, 13], ids=["node by node", "in a table"])
+def test_a_title_past_graphviz_string_limit_is_cut_in_its_tooltip(practices):
+    """Graphviz refuses a whole diagram with a quoted string or HTML attribute past 16,384
+    characters: one record's long title (escaped up to six times longer) must not stop it."""
+    long_title = " ".join(['"&\\<x>'] * 2400)  # 16,800 characters, each of them escaped in DOT and HTML
+    triples = [
+        Triple(iri("SOTA-001"), NamedNode(v.TITLE), Literal(long_title)),
+        *[
+            Triple(iri(f"SOTA-{n:03}"), NamedNode(predicate), NamedNode(value))
+            for n in range(1, practices + 1)
+            for predicate, value in ((v.TYPE, v.PRACTICE), (v.FILED_UNDER, v.TOPIC + "small"))
+        ],
+    ]
+    diagram = diagram_from_triples(triples)
+    links = {node.iri: f"{node.name}.html" for node in diagram.nodes}  # Graphviz keeps a cell's tooltip with a link
+    svg = render_svgs([to_dot(diagram, "long", links)])[0]
+    tooltip = next(t for t in re.findall(r'xlink:title="([^"]*)"', svg) if t.startswith("SOTA&#45;001&#10;"))
+    assert tooltip.endswith("\u2026") and 1000 < len(tooltip.split("&#10;", 1)[1]) < len(long_title)
+
+
 # ------------------------------------------------------------------------------------------ the command
 
 

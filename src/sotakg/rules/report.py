@@ -237,7 +237,9 @@ def render_sarif(report: ValidationReport, strict: bool = False) -> str:
 
 
 def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # GitHub's own escapes first, then every other control character made visible, as the text
+    # format does: a file name or message must not colour or rewrite the CI log.
+    return printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(text: str) -> str:

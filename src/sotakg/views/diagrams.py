@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 #: Characters of a title shown in a node before it is cut with an ellipsis.
 TITLE_WIDTH = 40
+#: The longest title a tooltip shows. Graphviz refuses a quoted string or HTML attribute past 16,384
+#: characters (the whole diagram, not the node), and escaping can make a title six times longer.
+TOOLTIP_WIDTH = 2000
 ELLIPSIS = "…"
 GRAPHVIZ_PACKAGE = "graphviz"
 FONT = "Helvetica,Arial,sans-serif"
@@ -259,7 +262,7 @@ def _node(iri: str, kind: str, name: str, first: Any) -> Node:
         kind=kind,
         heading=heading,
         title=short_title(title) if title else None,
-        full_title=" ".join(title.split()) if title else None,
+        full_title=short_title(title, TOOLTIP_WIDTH) if title else None,
         status=status,
         style=style,
     )
