@@ -62,9 +62,19 @@ def screening_queries() -> dict[str, str]:
 def hostile_queries() -> dict[str, Callable[[int], str]]:
     """Queries made to cost the check the most per byte, by size in KB: runs of ``<`` that compare
     (each one stops the lexer's batch), a syntax error after many tokens (its message is explained
-    from the tokens), escapes that end a prefixed name at every other character. Each is refused."""
+    from the tokens), escapes that end a prefixed name at every other character, ``<`` after ``<``
+    before one ``>`` far away (each ``<`` was read up to it), names holding keywords on one long
+    prefix IRI (which was read again for each name)."""
     return {
         "comparisons, one after another": lambda kb: "ASK { FILTER(1" + " <x> 1" * (kb * 1000 // 6) + ") }",
+        "comparisons before one far '>'": lambda kb: (
+            "ASK { FILTER(?a" + " <?a" * (kb * 100 // 4) + ") }\n#" + "x" * (kb * 900) + ">"
+        ),
+        "keyword names on a long prefix": lambda kb: (
+            f"PREFIX e: <http://e/{'a' * (kb * 800)}> SELECT * {{ ?s ?p "
+            + ", ".join(["e:FILTERx"] * (kb * 200 // 11))
+            + " }"
+        ),
         "a syntax error after many tokens": lambda kb: "ASK { a:x " + "?v " * (kb * 1000 // 3) + "}",
         "broken escapes in a name": lambda kb: "ASK { a:" + "%4" * (kb * 1000 // 2) + " }",
     }

@@ -149,7 +149,8 @@ def _compares(frame: _Frame, previous: Token | None) -> bool:
 
 
 # The engine reads an IRI as ``<``, anything but ``>``, ``>``, then checks it: wherever an IRI may
-# start, a ``<`` is an IRI or a syntax error (``<<`` aside, which no valid IRI begins with).
+# start, a ``<`` is an IRI or a syntax error (``<<`` aside, which no valid IRI begins with). One
+# holding another ``<`` never passes the check, so that ``<`` is read again, as the lexer reads it.
 
 
 def tokens(text: str) -> Iterator[Token]:
@@ -184,7 +185,9 @@ def tokens(text: str) -> Iterator[Token]:
         elif c == "<" and not _compares(frame, previous):
             if next_close != -1 and next_close < i:
                 next_close = text.find(">", i)
-            token = Token("iri", text[i : next_close + 1], i) if next_close > i else Token("punct", c, i)
+            next_open = text.find("<", i + 1)  # the engine refuses an IRI holding "<" and reads that "<" again
+            is_iri = next_close > i and not 0 <= next_open < next_close
+            token = Token("iri", text[i : next_close + 1], i) if is_iri else Token("punct", c, i)
         elif c in "?$" and (var := _VAR.match(text, i)):
             token = Token("var", var.group(), i)
         elif c == "@" and (tag := _LANGTAG.match(text, i)):

@@ -176,7 +176,7 @@ _MASTER_PATTERN = (
             f"(?=['\"])(?:{_STRICT_STRINGS})",  # the lookaheads skip a group of alternatives in one step
             f"(?=['\"])(?:{_BAD_STRINGS})",
             "<<",  # SPARQL 1.2's triple terms and reifiers (<<, <<(): refused, never read as an IRI
-            r"<[^>]*+>",
+            r"<[^<>]*+>",  # never one holding "<": the engine refuses such an IRI, and reads that "<" again
             _VAR,
             _LANGTAG,
             f"(?=[0-9.])(?:{_NUMBER})",
@@ -830,15 +830,25 @@ _WITH_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 _SIMPLE_LOCAL = re.compile(r"(?:[A-Za-z0-9._~:@!$&'()*+,;=/?#\-]|%[0-9A-Fa-f]{2})*")
 
 
+@functools.lru_cache(maxsize=256)
+def _base_shape(base: str) -> tuple[str, int] | None:
+    """What ``_surely_an_iri`` needs of a prefix IRI, read once however many names use it (a long
+    one read again for each name made the check quadratic): None when no name on it is sure to be an
+    IRI; else the two characters after its scheme's colon, and how many '#' it holds."""
+    if not _SIMPLE_BASE.fullmatch(base) or base.endswith(("//", ":")) or _AUTHORITY_ONLY.fullmatch(f"<{base}>"):
+        return None
+    return base.partition(":")[2][:2], base.count("#")
+
+
 def _surely_an_iri(base: str, local: str) -> bool:
+    shape = _base_shape(base)
     local = local.replace("\\", "")
-    if not _SIMPLE_BASE.fullmatch(base) or not _SIMPLE_LOCAL.fullmatch(local) or base.endswith(("//", ":")):
+    if shape is None or not _SIMPLE_LOCAL.fullmatch(local):
         return False
-    if _WITH_AUTHORITY.match(base + local) and not _WITH_AUTHORITY.match(base):
+    after_scheme, hashes = shape
+    if not after_scheme.startswith("//") and (after_scheme + local).startswith("//"):
         return False  # "h:/" and "/9:&" make an authority, whose port may not be valid
-    if _AUTHORITY_ONLY.fullmatch(f"<{base}>"):
-        return False
-    return local.count("#") + base.count("#") <= 1
+    return local.count("#") + hashes <= 1
 
 
 def _first_word(text: str, kinds: bytes, starts: list[int], ends: list[int], wanted: Callable[[str], bool]) -> int:
